@@ -1,0 +1,73 @@
+package record
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Pipeline moves finished records off the data path: a front submits a record
+// without blocking, and one goroutine runs any deferred work on it (a sampled
+// full decode) and then the sinks. When the queue is full the record is
+// dropped and counted: measurement fails open, traffic never waits.
+type Pipeline struct {
+	ch      chan *Call
+	sink    Sink
+	dropped atomic.Uint64
+	done    chan struct{}
+	once    sync.Once
+	closed  atomic.Bool
+	mu      sync.RWMutex // held for reading by Submit, for writing by Close
+}
+
+// NewPipeline starts a pipeline with a queue of the given length.
+func NewPipeline(queue int, sink Sink) *Pipeline {
+	if queue < 1 {
+		queue = 1
+	}
+	p := &Pipeline{ch: make(chan *Call, queue), sink: sink, done: make(chan struct{})}
+	go p.run()
+	return p
+}
+
+func (p *Pipeline) run() {
+	defer close(p.done)
+	for c := range p.ch {
+		if c.Deferred != nil {
+			c.Deferred(c)
+			c.Deferred = nil
+		}
+		p.sink.Observe(c)
+	}
+}
+
+// Submit hands c to the pipeline; it reports false if c was dropped.
+func (p *Pipeline) Submit(c *Call) bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed.Load() {
+		p.dropped.Add(1)
+		return false
+	}
+	select {
+	case p.ch <- c:
+		return true
+	default:
+		p.dropped.Add(1)
+		return false
+	}
+}
+
+// Dropped returns how many records were dropped because the queue was full
+// or the pipeline closed.
+func (p *Pipeline) Dropped() uint64 { return p.dropped.Load() }
+
+// Close stops accepting records and waits until the queued ones are observed.
+func (p *Pipeline) Close() {
+	p.once.Do(func() {
+		p.mu.Lock()
+		p.closed.Store(true)
+		close(p.ch)
+		p.mu.Unlock()
+	})
+	<-p.done
+}

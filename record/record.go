@@ -1,0 +1,211 @@
+// Package record defines the call record: one value per inference call that
+// every front (proxy, ext_proc, interceptors) fills and every sink (metrics,
+// window statistics, traces, recent-call views) reads. It is the spine of the
+// pipeline, so it holds data and the arithmetic of phases, nothing else.
+package record
+
+import "time"
+
+// Protocol values for Call.Protocol.
+const (
+	ProtocolGRPC = "grpc"
+	ProtocolHTTP = "http"
+)
+
+// API values for Call.API: which inference API the call was recognised as.
+const (
+	APIKServeV2   = "kserve_v2"
+	APIKServeV1   = "kserve_v1"
+	APITFServing  = "tfserving"
+	APITorchServe = "torchserve"
+	APIOpenAI     = "openai"
+	APIUnknown    = "unknown"
+)
+
+// ErrorKind says why a call failed on the sidecar's side of the wire. A call
+// the upstream answered with an error status has no ErrorKind: its Code says it.
+type ErrorKind string
+
+// Error kinds, also the `kind` label of inferwatch_errors_total.
+const (
+	ErrNone                ErrorKind = ""
+	ErrUpstreamUnavailable ErrorKind = "upstream_unavailable" // dial refused, connection reset, upstream gone
+	ErrTimeout             ErrorKind = "timeout"              // deadline exceeded while waiting on the upstream
+	ErrClientCancel        ErrorKind = "client_cancel"        // the client went away or cancelled
+	ErrTooLarge            ErrorKind = "too_large"            // a message exceeded the configured limit
+	ErrDecode              ErrorKind = "decode_failure"       // payload did not parse; it was still forwarded
+)
+
+// Tensor describes one input or output tensor. Contents are never held.
+type Tensor struct {
+	Name     string
+	Datatype string
+	Shape    []int64
+	Bytes    int64 // bytes of tensor data on the wire (raw or typed contents)
+}
+
+// Stage is a duration the server reported for its own work on this call.
+type Stage struct {
+	Name     string        // e.g. "preprocess", "infer", "postprocess"
+	Duration time.Duration // as reported
+	Source   string        // "server-timing" (HTTP header or gRPC metadata)
+}
+
+// MaxTensors bounds how many tensors a record describes; InputCount and
+// OutputCount keep the true totals.
+const MaxTensors = 16
+
+// Call is the record of one inference call.
+//
+// Timestamps are monotonic offsets from Start (time.Since(Start)); zero means
+// the point was never reached. The offsets, in the order a unary call meets
+// them:
+//
+//	Start ─ RequestEnd ─ UpstreamSent ─ FirstByte ─ ResponseEnd ─ End
+//	        (last req    (last req      (first resp  (last resp     (response
+//	         byte read)   byte handed    byte from    byte from      complete to
+//	                      upstream)      upstream)    upstream)      client)
+//
+// UpstreamStart is when the request headers were handed to the upstream
+// connection; for streaming calls the request may still be flowing after
+// FirstByte.
+type Call struct {
+	Start time.Time // request headers received; carries the monotonic reading
+
+	RequestEnd    time.Duration
+	UpstreamStart time.Duration
+	UpstreamSent  time.Duration
+	FirstByte     time.Duration
+	ResponseEnd   time.Duration
+	End           time.Duration
+
+	// Decode is the sidecar's own full parse of the payload, when one ran
+	// (sampled for gRPC, bounded capture for HTTP); DecodeRan says it did.
+	Decode    time.Duration
+	DecodeRan bool
+	// Egress is the time spent blocked writing the response to the client.
+	Egress time.Duration
+
+	Protocol string // ProtocolGRPC or ProtocolHTTP
+	API      string // API* constants
+	Method   string // gRPC method name or the API's verb ("infer", "predict", "chat_completions", ...)
+	Model    string
+	Version  string
+	Stream   bool // client, server or bidi streaming, or SSE
+
+	Code       string    // gRPC status code name ("OK", "UNAVAILABLE") or HTTP status ("200")
+	ErrorKind  ErrorKind // sidecar-observed failure, if any
+	DecodeFail bool      // the payload did not parse (independent of ErrorKind)
+
+	RequestBytes     int64 // body bytes read from the client
+	ResponseBytes    int64 // body bytes read from the upstream
+	RequestMessages  int   // gRPC messages (or 1 for an HTTP body)
+	ResponseMessages int
+
+	BatchSize   int // leading dimension of the first input, 0 when unknown
+	InputCount  int
+	OutputCount int
+	Inputs      []Tensor // at most MaxTensors
+	Outputs     []Tensor // at most MaxTensors
+
+	Stages []Stage // server-reported stages
+
+	ClientRTT   time.Duration // kernel's smoothed RTT of the client connection (TCP_INFO), 0 if unknown
+	UpstreamRTT time.Duration // the same for the upstream connection
+
+	// Deferred is work a front put off the data path (a sampled full decode
+	// of a captured payload); the Pipeline runs it before the sinks.
+	Deferred func(c *Call)
+}
+
+// Phase names, also the `phase` label of inferwatch_phase_duration_seconds.
+const (
+	PhaseIngress  = "ingress"
+	PhaseDecode   = "decode"
+	PhaseUpstream = "upstream"
+	PhaseTransfer = "transfer"
+	PhaseEgress   = "egress"
+)
+
+// Phases lists the phase names in pipeline order.
+var Phases = [...]string{PhaseIngress, PhaseDecode, PhaseUpstream, PhaseTransfer, PhaseEgress}
+
+// Ingress is headers received until the last request byte was read.
+func (c *Call) Ingress() (time.Duration, bool) {
+	return c.RequestEnd, c.RequestEnd > 0
+}
+
+// Upstream is the request handed over until the first response byte: the
+// server's queue and compute as the sidecar sees it. The request counts as
+// handed over when its last byte was written upstream; for streams whose
+// response began before the request ended, when its headers were.
+func (c *Call) Upstream() (time.Duration, bool) {
+	if c.FirstByte <= 0 {
+		return 0, false
+	}
+	from := c.UpstreamSent
+	if from <= 0 || from > c.FirstByte {
+		from = c.UpstreamStart
+	}
+	if from > c.FirstByte {
+		return 0, false
+	}
+	return c.FirstByte - from, true
+}
+
+// Transfer is the first to the last response byte from the upstream.
+func (c *Call) Transfer() (time.Duration, bool) {
+	if c.FirstByte <= 0 || c.ResponseEnd < c.FirstByte {
+		return 0, false
+	}
+	return c.ResponseEnd - c.FirstByte, true
+}
+
+// Total is the call as the client's connection sees it at the sidecar.
+func (c *Call) Total() time.Duration { return c.End }
+
+// Phase returns the named phase's duration and whether it was measured.
+func (c *Call) Phase(name string) (time.Duration, bool) {
+	switch name {
+	case PhaseIngress:
+		return c.Ingress()
+	case PhaseDecode:
+		return c.Decode, c.DecodeRan
+	case PhaseUpstream:
+		return c.Upstream()
+	case PhaseTransfer:
+		return c.Transfer()
+	case PhaseEgress:
+		return c.Egress, c.End > 0
+	}
+	return 0, false
+}
+
+// AddInput appends an input tensor, keeping at most MaxTensors, and counts it.
+func (c *Call) AddInput(t Tensor) {
+	c.InputCount++
+	if len(c.Inputs) < MaxTensors {
+		c.Inputs = append(c.Inputs, t)
+	}
+}
+
+// AddOutput appends an output tensor, keeping at most MaxTensors, and counts it.
+func (c *Call) AddOutput(t Tensor) {
+	c.OutputCount++
+	if len(c.Outputs) < MaxTensors {
+		c.Outputs = append(c.Outputs, t)
+	}
+}
+
+// Failed reports whether the call ended in an error of either side.
+func (c *Call) Failed() bool {
+	if c.ErrorKind != ErrNone && c.ErrorKind != ErrDecode {
+		return true
+	}
+	switch c.Protocol {
+	case ProtocolGRPC:
+		return c.Code != "OK"
+	default:
+		return len(c.Code) == 3 && c.Code[0] >= '5'
+	}
+}
