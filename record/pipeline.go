@@ -12,6 +12,7 @@ import (
 type Pipeline struct {
 	ch      chan *Call
 	sink    Sink
+	onDrop  func()
 	dropped atomic.Uint64
 	done    chan struct{}
 	once    sync.Once
@@ -19,12 +20,16 @@ type Pipeline struct {
 	mu      sync.RWMutex // held for reading by Submit, for writing by Close
 }
 
-// NewPipeline starts a pipeline with a queue of the given length.
-func NewPipeline(queue int, sink Sink) *Pipeline {
+// NewPipeline starts a pipeline with a queue of the given length; onDrop, if
+// not nil, is called for every dropped record.
+func NewPipeline(queue int, sink Sink, onDrop func()) *Pipeline {
 	if queue < 1 {
 		queue = 1
 	}
-	p := &Pipeline{ch: make(chan *Call, queue), sink: sink, done: make(chan struct{})}
+	if onDrop == nil {
+		onDrop = func() {}
+	}
+	p := &Pipeline{ch: make(chan *Call, queue), sink: sink, onDrop: onDrop, done: make(chan struct{})}
 	go p.run()
 	return p
 }
@@ -44,17 +49,16 @@ func (p *Pipeline) run() {
 func (p *Pipeline) Submit(c *Call) bool {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	if p.closed.Load() {
-		p.dropped.Add(1)
-		return false
+	if !p.closed.Load() {
+		select {
+		case p.ch <- c:
+			return true
+		default:
+		}
 	}
-	select {
-	case p.ch <- c:
-		return true
-	default:
-		p.dropped.Add(1)
-		return false
-	}
+	p.dropped.Add(1)
+	p.onDrop()
+	return false
 }
 
 // Dropped returns how many records were dropped because the queue was full

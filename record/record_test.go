@@ -64,13 +64,14 @@ func TestFailed(t *testing.T) {
 func TestPipelineRunsDeferredThenSinksAndDropsWhenFull(t *testing.T) {
 	var seen atomic.Int64
 	block := make(chan struct{})
+	var drops atomic.Int64
 	p := NewPipeline(2, SinkFunc(func(c *Call) {
 		<-block
 		if c.Model != "decoded" {
 			t.Errorf("deferred work did not run before the sink")
 		}
 		seen.Add(1)
-	}))
+	}), func() { drops.Add(1) })
 	mk := func() *Call {
 		return &Call{Deferred: func(c *Call) { c.Model = "decoded" }}
 	}
@@ -80,8 +81,8 @@ func TestPipelineRunsDeferredThenSinksAndDropsWhenFull(t *testing.T) {
 			accepted++
 		}
 	}
-	if p.Dropped() == 0 {
-		t.Fatalf("a full queue dropped nothing")
+	if p.Dropped() == 0 || drops.Load() != int64(p.Dropped()) {
+		t.Fatalf("a full queue dropped %d, onDrop saw %d", p.Dropped(), drops.Load())
 	}
 	close(block)
 	p.Close()

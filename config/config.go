@@ -1,0 +1,168 @@
+// Package config holds the sidecar's settings, read from a YAML file and
+// flags, defaulted and validated before anything starts: a mistake stops
+// start-up with a message naming the field.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the whole sidecar.
+type Config struct {
+	AdminListen  string   `yaml:"admin_listen"`  // /metrics, /healthz, /readyz; loopback by default
+	DrainTimeout Duration `yaml:"drain_timeout"` // how long SIGTERM waits for in-flight calls
+	DrainDelay   Duration `yaml:"drain_delay"`   // readiness false this long before listeners close
+	LogLevel     string   `yaml:"log_level"`     // debug, info, warn, error
+	Routes       []Route  `yaml:"routes"`
+	Push         Push     `yaml:"push"`
+	Limits       Limits   `yaml:"limits"`
+}
+
+// Route is one listen/upstream pair.
+type Route struct {
+	Name             string       `yaml:"name"`
+	Protocol         string       `yaml:"protocol"` // grpc or http
+	Listen           string       `yaml:"listen"`
+	Upstream         string       `yaml:"upstream"`
+	UpstreamProtocol string       `yaml:"upstream_protocol"` // http routes: http1 (default) or h2c
+	TLS              *ListenerTLS `yaml:"tls"`
+	UpstreamTLS      *UpstreamTLS `yaml:"upstream_tls"`
+	MaxMessageBytes  int64        `yaml:"max_message_bytes"` // gRPC message limit
+	APIHint          string       `yaml:"api_hint"`          // tfserving or kserve_v1 for /v1/models/{m}:predict
+	Readiness        string       `yaml:"readiness"`         // auto, tcp or none
+	DialTimeout      Duration     `yaml:"dial_timeout"`
+	TritonStats      TritonStats  `yaml:"triton_stats"`
+}
+
+// ListenerTLS serves TLS on a listener; ClientCAFile turns on mTLS.
+type ListenerTLS struct {
+	CertFile     string `yaml:"cert_file"`
+	KeyFile      string `yaml:"key_file"`
+	ClientCAFile string `yaml:"client_ca_file"`
+}
+
+// UpstreamTLS dials the upstream over TLS.
+type UpstreamTLS struct {
+	CAFile             string `yaml:"ca_file"`
+	CertFile           string `yaml:"cert_file"`
+	KeyFile            string `yaml:"key_file"`
+	ServerName         string `yaml:"server_name"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+}
+
+// TritonStats polls the upstream's statistics extension.
+type TritonStats struct {
+	Enabled  *bool    `yaml:"enabled"` // default true for gRPC routes and http routes
+	Interval Duration `yaml:"interval"`
+}
+
+// Push sends metrics to VictoriaMetrics.
+type Push struct {
+	URL         string            `yaml:"url"` // e.g. http://vm:8428/api/v1/import/prometheus
+	Interval    Duration          `yaml:"interval"`
+	ExtraLabels map[string]string `yaml:"extra_labels"` // pod, namespace, ...
+}
+
+// Limits bound what the sidecar holds.
+type Limits struct {
+	MaxModels      int     `yaml:"max_models"`       // distinct model/version label pairs before "other"
+	CaptureBytes   int     `yaml:"capture_bytes"`    // HTTP body prefix kept for the decode
+	DecodeSample   float64 `yaml:"decode_sample"`    // share of gRPC infer calls fully decoded
+	DecodeMaxBytes int     `yaml:"decode_max_bytes"` // largest gRPC message captured for that
+	PipelineQueue  int     `yaml:"pipeline_queue"`   // finished records waiting for the sinks
+}
+
+// Defaults.
+const (
+	DefaultAdminListen     = "127.0.0.1:9901"
+	DefaultMaxMessageBytes = 1<<31 - 1 // 2 GiB: large tensors pass, a runaway prefix does not
+	MaxGRPCMessage         = 1<<32 - 1 // the gRPC length prefix is 32 bits
+)
+
+// Default returns a Config with every default filled and no routes.
+func Default() Config {
+	return Config{
+		AdminListen:  DefaultAdminListen,
+		DrainTimeout: Duration(30 * time.Second),
+		LogLevel:     "info",
+		Push:         Push{Interval: Duration(10 * time.Second)},
+		Limits: Limits{
+			MaxModels:      100,
+			CaptureBytes:   1 << 20,
+			DecodeSample:   0.01,
+			DecodeMaxBytes: 4 << 20,
+			PipelineQueue:  8192,
+		},
+	}
+}
+
+// Load reads a YAML file over the defaults. Unknown fields are errors.
+func Load(path string) (Config, error) {
+	cfg := Default()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, fmt.Errorf("read config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return cfg, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Finish fills per-route defaults; call it after flags are applied.
+func (c *Config) Finish() {
+	for i := range c.Routes {
+		r := &c.Routes[i]
+		if r.Name == "" {
+			r.Name = fmt.Sprintf("%s-%d", r.Protocol, i)
+		}
+		if r.Protocol == "http" && r.UpstreamProtocol == "" {
+			r.UpstreamProtocol = "http1"
+		}
+		if r.MaxMessageBytes == 0 {
+			r.MaxMessageBytes = DefaultMaxMessageBytes
+		}
+		if r.Readiness == "" {
+			r.Readiness = "auto"
+		}
+		if r.DialTimeout == 0 {
+			r.DialTimeout = Duration(time.Second)
+		}
+		if r.TritonStats.Enabled == nil {
+			on := true
+			r.TritonStats.Enabled = &on
+		}
+		if r.TritonStats.Interval == 0 {
+			r.TritonStats.Interval = Duration(5 * time.Second)
+		}
+	}
+}
+
+// Duration is a time.Duration written as "30s" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return fmt.Errorf("line %d: want a duration such as \"30s\": %w", n.Line, err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }

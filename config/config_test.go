@@ -1,0 +1,80 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func write(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadGood(t *testing.T) {
+	p := write(t, `
+admin_listen: 127.0.0.1:9999
+drain_timeout: 5s
+routes:
+  - name: triton-grpc
+    protocol: grpc
+    listen: :8001
+    upstream: 127.0.0.1:18001
+  - protocol: http
+    listen: :8000
+    upstream: 127.0.0.1:18000
+    api_hint: tfserving
+push:
+  url: http://127.0.0.1:8428/api/v1/import/prometheus
+  extra_labels: {pod: p-1, namespace: ml}
+`)
+	c, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Finish()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	if c.DrainTimeout.D().Seconds() != 5 || len(c.Routes) != 2 || c.Routes[1].Name != "http-1" || c.Routes[1].UpstreamProtocol != "http1" {
+		t.Fatalf("unexpected config: %+v", c)
+	}
+	if c.Routes[0].MaxMessageBytes != DefaultMaxMessageBytes || !*c.Routes[0].TritonStats.Enabled {
+		t.Fatalf("route defaults not filled: %+v", c.Routes[0])
+	}
+}
+
+func TestErrorsNameTheField(t *testing.T) {
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"unknown field", "routes:\n  - protocl: grpc\n", "protocl"},
+		{"bad duration", "drain_timeout: soon\n", "line 1"},
+		{"no routes", "admin_listen: 127.0.0.1:1\n", "routes: no listen/upstream pair"},
+		{"bad protocol", "routes: [{protocol: udp, listen: ':1', upstream: 'h:2'}]\n", "routes[0] (udp-0).protocol"},
+		{"upstream without port", "routes: [{protocol: grpc, listen: ':1', upstream: 'h'}]\n", "routes[0] (grpc-0).upstream"},
+		{"duplicate listen", "routes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}, {protocol: http, listen: ':1', upstream: 'h:3'}]\n", "routes[1] (http-1).listen"},
+		{"tls half", "routes: [{protocol: grpc, listen: ':1', upstream: 'h:2', tls: {cert_file: /nonexistent}}]\n", "tls.cert_file"},
+		{"push url", "push: {url: 'ftp://x'}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "push.url"},
+		{"label name", "push: {extra_labels: {'bad-name': x}}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "push.extra_labels"},
+		{"sample", "limits: {decode_sample: 2}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "limits.decode_sample"},
+		{"admin", "admin_listen: nope\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "admin_listen"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Load(write(t, tt.yaml))
+			if err == nil {
+				c.Finish()
+				err = c.Validate()
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v does not mention %q", err, tt.want)
+			}
+		})
+	}
+}

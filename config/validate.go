@@ -1,0 +1,161 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"strconv"
+)
+
+var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+
+// Validate checks everything and returns one error listing every mistake,
+// each naming its field.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if err := checkAddr(c.AdminListen, true); err != nil {
+		bad("admin_listen", "%v", err)
+	}
+	if c.DrainTimeout < 0 {
+		bad("drain_timeout", "must not be negative")
+	}
+	if c.DrainDelay < 0 {
+		bad("drain_delay", "must not be negative")
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log_level", "%q is not one of debug, info, warn, error", c.LogLevel)
+	}
+	if len(c.Routes) == 0 {
+		bad("routes", "no listen/upstream pair: give --grpc-listen with --grpc-upstream, --http-listen with --http-upstream, or routes in --config")
+	}
+	seen := map[string]string{}
+	for i, r := range c.Routes {
+		f := fmt.Sprintf("routes[%d]", i)
+		if r.Name != "" {
+			f = fmt.Sprintf("routes[%d] (%s)", i, r.Name)
+		}
+		switch r.Protocol {
+		case "grpc", "http":
+		default:
+			bad(f+".protocol", "%q is not grpc or http", r.Protocol)
+		}
+		if err := checkAddr(r.Listen, true); err != nil {
+			bad(f+".listen", "%v", err)
+		} else if other, dup := seen[r.Listen]; dup {
+			bad(f+".listen", "%s is also the listen address of %s", r.Listen, other)
+		} else {
+			seen[r.Listen] = f
+		}
+		if err := checkAddr(r.Upstream, false); err != nil {
+			bad(f+".upstream", "%v", err)
+		}
+		switch {
+		case r.Protocol == "http" && r.UpstreamProtocol != "http1" && r.UpstreamProtocol != "h2c":
+			bad(f+".upstream_protocol", "%q is not http1 or h2c", r.UpstreamProtocol)
+		case r.Protocol == "grpc" && r.UpstreamProtocol != "" && r.UpstreamProtocol != "h2":
+			bad(f+".upstream_protocol", "gRPC upstreams speak HTTP/2; leave it empty or h2")
+		}
+		if r.MaxMessageBytes < 0 || r.MaxMessageBytes > MaxGRPCMessage {
+			bad(f+".max_message_bytes", "%d is outside 1..%d", r.MaxMessageBytes, int64(MaxGRPCMessage))
+		}
+		switch r.APIHint {
+		case "", "tfserving", "kserve_v1":
+		default:
+			bad(f+".api_hint", "%q is not tfserving or kserve_v1", r.APIHint)
+		}
+		switch r.Readiness {
+		case "auto", "tcp", "none":
+		default:
+			bad(f+".readiness", "%q is not auto, tcp or none", r.Readiness)
+		}
+		if r.DialTimeout < 0 {
+			bad(f+".dial_timeout", "must not be negative")
+		}
+		if r.TritonStats.Interval < 0 {
+			bad(f+".triton_stats.interval", "must not be negative")
+		}
+		if t := r.TLS; t != nil {
+			if t.CertFile == "" || t.KeyFile == "" {
+				bad(f+".tls", "cert_file and key_file are both required")
+			}
+			checkFile(bad, f+".tls.cert_file", t.CertFile)
+			checkFile(bad, f+".tls.key_file", t.KeyFile)
+			checkFile(bad, f+".tls.client_ca_file", t.ClientCAFile)
+		}
+		if t := r.UpstreamTLS; t != nil {
+			if (t.CertFile == "") != (t.KeyFile == "") {
+				bad(f+".upstream_tls", "cert_file and key_file go together")
+			}
+			checkFile(bad, f+".upstream_tls.ca_file", t.CAFile)
+			checkFile(bad, f+".upstream_tls.cert_file", t.CertFile)
+			checkFile(bad, f+".upstream_tls.key_file", t.KeyFile)
+		}
+	}
+	if c.Push.URL != "" {
+		u, err := url.Parse(c.Push.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("push.url", "%q is not an http(s) URL", c.Push.URL)
+		}
+		if c.Push.Interval <= 0 {
+			bad("push.interval", "must be positive")
+		}
+	}
+	for k := range c.Push.ExtraLabels {
+		if !labelName.MatchString(k) {
+			bad("push.extra_labels", "%q is not a valid label name", k)
+		}
+	}
+	l := c.Limits
+	if l.MaxModels < 1 {
+		bad("limits.max_models", "must be at least 1")
+	}
+	if l.CaptureBytes < 0 {
+		bad("limits.capture_bytes", "must not be negative")
+	}
+	if l.DecodeSample < 0 || l.DecodeSample > 1 {
+		bad("limits.decode_sample", "%v is outside 0..1", l.DecodeSample)
+	}
+	if l.DecodeMaxBytes < 0 {
+		bad("limits.decode_max_bytes", "must not be negative")
+	}
+	if l.PipelineQueue < 1 {
+		bad("limits.pipeline_queue", "must be at least 1")
+	}
+	return errors.Join(errs...)
+}
+
+// checkAddr wants host:port; a listen address may leave the host empty.
+func checkAddr(a string, listen bool) error {
+	if a == "" {
+		return errors.New("missing (want host:port)")
+	}
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", a)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 || (!listen && p == 0) {
+		return fmt.Errorf("%q has no valid port", a)
+	}
+	if !listen && host == "" {
+		return fmt.Errorf("%q has no host", a)
+	}
+	return nil
+}
+
+func checkFile(bad func(string, string, ...any), field, path string) {
+	if path == "" {
+		return
+	}
+	if _, err := os.Stat(path); err != nil {
+		bad(field, "%v", err)
+	}
+}

@@ -1,0 +1,43 @@
+package metricset
+
+import (
+	"bytes"
+	"io"
+)
+
+// help is the # HELP text of each family this package owns. The library
+// writes bare "# HELP name" lines; WritePrometheus fills in these texts.
+var help = map[string]string{
+	"inferwatch_requests_total":                "Inference calls seen by the sidecar, by method and status code.",
+	"inferwatch_request_duration_seconds":      "Call duration from request headers received to response complete, as the client connection sees it at the sidecar.",
+	"inferwatch_phase_duration_seconds":        "Duration of each phase of a call (ingress, decode, upstream, transfer, egress), when measured.",
+	"inferwatch_server_stage_duration_seconds": "Durations the server reported for its own stages (Server-Timing).",
+	"inferwatch_request_bytes_total":           "Request body bytes read from clients.",
+	"inferwatch_response_bytes_total":          "Response body bytes read from the upstream.",
+	"inferwatch_batch_size":                    "Leading dimension of the first input tensor, when known.",
+	"inferwatch_tensors_total":                 "Input and output tensors carried by calls.",
+	"inferwatch_errors_total":                  "Sidecar-observed failures by kind, plus payloads that did not decode.",
+	"inferwatch_network_rtt_seconds":           "Kernel-smoothed TCP round-trip time of the client and upstream connections.",
+	"inferwatch_records_dropped_total":         "Call records dropped because the pipeline queue was full.",
+}
+
+// WritePrometheus writes every metric of the set, including those other
+// packages registered, in the Prometheus text format with # HELP and # TYPE.
+func (s *Set) WritePrometheus(w io.Writer) {
+	var in, out bytes.Buffer
+	s.set.WritePrometheus(&in)
+	out.Grow(in.Len() + 2048)
+	for rest := in.Bytes(); len(rest) > 0; {
+		var line []byte
+		line, rest, _ = bytes.Cut(rest, []byte("\n"))
+		out.Write(line)
+		if name, ok := bytes.CutPrefix(line, []byte("# HELP ")); ok {
+			if text, known := help[string(name)]; known {
+				out.WriteByte(' ')
+				out.WriteString(text)
+			}
+		}
+		out.WriteByte('\n')
+	}
+	w.Write(out.Bytes()) //nolint:errcheck // a scrape that fails to write has gone away
+}

@@ -1,0 +1,130 @@
+package proxy
+
+import (
+	"io"
+	"sync"
+	"time"
+
+	"github.com/inferwatch/inferwatch/inferapi"
+)
+
+// requestBody taps the client's request body as the upstream transport reads
+// it: it counts bytes, feeds the gRPC scanner or the bounded HTTP capture with
+// the very chunks being forwarded, and stamps when the last byte was read from
+// the client and when the transport came back for more after it (the request
+// fully handed over). The transport reads it on its own goroutine, so state
+// the handler reads later is guarded by mu.
+type requestBody struct {
+	src   io.ReadCloser
+	start time.Time
+
+	mu       sync.Mutex
+	bytes    int64
+	lastRead time.Duration // offset of the read that returned the last data
+	sent     time.Duration // offset at which EOF was handed to the transport
+	eof      bool
+	err      error // a limit the scanner enforced (ErrTooLarge)
+	closed   bool
+
+	scan    *inferapi.GRPCScanner // gRPC: fed every chunk
+	capture *capture              // HTTP: bounded prefix for a decode
+}
+
+func (b *requestBody) Read(p []byte) (int, error) {
+	n, err := b.src.Read(p)
+	now := time.Since(b.start)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return 0, io.ErrClosedPipe
+	}
+	if n > 0 {
+		b.bytes += int64(n)
+		b.lastRead = now
+		if b.scan != nil {
+			if serr := b.scan.Feed(p[:n]); serr != nil {
+				b.err = serr
+				return 0, serr
+			}
+		}
+		if b.capture != nil {
+			b.capture.write(p[:n])
+		}
+	}
+	if err == io.EOF {
+		b.eof = true
+		b.sent = now
+		if b.lastRead == 0 {
+			b.lastRead = now
+		}
+	}
+	return n, err
+}
+
+// markEmpty stamps a request that has no body as read and handed over now.
+func (b *requestBody) markEmpty() {
+	now := time.Since(b.start)
+	b.mu.Lock()
+	b.eof, b.lastRead, b.sent = true, now, now
+	b.mu.Unlock()
+}
+
+func (b *requestBody) Close() error {
+	return b.src.Close()
+}
+
+// finish stops further reads from reaching the scanner, so the handler may
+// read the tap's state while a transport goroutine is still winding down.
+func (b *requestBody) finish() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+}
+
+// capture keeps the first max bytes of a body for a bounded decode.
+type capture struct {
+	buf       []byte
+	max       int
+	truncated bool
+}
+
+func (c *capture) write(p []byte) {
+	room := c.max - len(c.buf)
+	if room <= 0 {
+		if len(p) > 0 {
+			c.truncated = true
+		}
+		return
+	}
+	if len(p) > room {
+		p = p[:room]
+		c.truncated = true
+	}
+	c.buf = append(c.buf, p...)
+}
+
+// timedWriter measures how long writes and flushes to the client block: the
+// egress phase.
+type timedWriter struct {
+	w       io.Writer
+	flusher interface{ Flush() }
+	blocked time.Duration
+	wrote   bool
+}
+
+func (t *timedWriter) Write(p []byte) (int, error) {
+	s := time.Now()
+	n, err := t.w.Write(p)
+	t.blocked += time.Since(s)
+	t.wrote = true
+	return n, err
+}
+
+func (t *timedWriter) Flush() {
+	if t.flusher == nil {
+		return
+	}
+	s := time.Now()
+	t.flusher.Flush()
+	t.blocked += time.Since(s)
+}

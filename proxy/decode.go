@@ -1,0 +1,69 @@
+package proxy
+
+import (
+	"net/http"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/inferwatch/inferwatch/inferapi"
+	"github.com/inferwatch/inferwatch/proto/inference"
+	"github.com/inferwatch/inferwatch/record"
+)
+
+// The decode phase prices (de)serialization: the sidecar parses exactly the
+// bytes that passed, off the data path, on the pipeline goroutine.
+//
+// gRPC: the scanner reads model, version and tensor metadata from every call
+// as the bytes stream past, skipping tensor payloads. A share of infer calls
+// (Options.DecodeSample) also keeps a copy of the first message, if it is no
+// larger than Options.DecodeMaxBytes, and the pipeline unmarshals it into the
+// generated ModelInferRequest; that unmarshal time is the decode phase.
+//
+// HTTP: the bounded prefix captured from each infer body is decoded by the
+// inferapi JSON/binary-extension decoders; that time is the decode phase.
+
+// deferGRPCDecode returns the deferred full decode of a captured message.
+func deferGRPCDecode(msg []byte) func(*record.Call) {
+	return func(c *record.Call) {
+		var m inference.ModelInferRequest
+		s := time.Now()
+		err := proto.Unmarshal(msg, &m)
+		c.Decode = time.Since(s)
+		c.DecodeRan = true
+		if err != nil {
+			c.DecodeFail = true
+		}
+	}
+}
+
+// deferHTTPDecode returns the deferred decode of captured HTTP bodies.
+func deferHTTPDecode(rt inferapi.Route, reqHdr http.Header, req *capture, respHdr http.Header, resp *capture) func(*record.Call) {
+	return func(c *record.Call) {
+		s := time.Now()
+		err := inferapi.DecodeHTTPRequest(rt, reqHdr, req.buf, req.truncated, c)
+		if resp != nil && respHdr != nil && len(resp.buf) > 0 && c.Code != "" && c.Code[0] == '2' {
+			if rerr := inferapi.DecodeHTTPResponse(rt, respHdr, resp.buf, resp.truncated, c); rerr != nil && err == nil {
+				err = rerr
+			}
+		}
+		c.Decode = time.Since(s)
+		c.DecodeRan = true
+		if err != nil {
+			c.DecodeFail = true
+		}
+	}
+}
+
+// decodeHeaders keeps the headers a decoder reads, so the request's own map
+// is not shared with the pipeline goroutine.
+func decodeHeaders(h http.Header) http.Header {
+	out := make(http.Header, 2)
+	if v := h["Content-Type"]; v != nil {
+		out["Content-Type"] = v
+	}
+	if v := h["Inference-Header-Content-Length"]; v != nil {
+		out["Inference-Header-Content-Length"] = v
+	}
+	return out
+}

@@ -1,0 +1,401 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/inferwatch/inferwatch/inferapi"
+	"github.com/inferwatch/inferwatch/record"
+)
+
+// Options configure a Handler for one listen/upstream pair.
+type Options struct {
+	Route     string            // name used in logs
+	Upstream  string            // host:port
+	TLS       bool              // upstream speaks TLS
+	Transport http.RoundTripper // to the upstream; see NewTransport
+	Pipeline  *record.Pipeline  // where finished records go
+	Logger    *slog.Logger
+
+	MaxMessageBytes int64   // largest gRPC message accepted, 0 for no limit
+	CaptureBytes    int     // HTTP: body prefix kept for the bounded decode
+	DecodeSample    float64 // gRPC: share of infer calls whose first message is fully decoded
+	DecodeMaxBytes  int     // gRPC: largest message captured for that decode
+	APIHint         string  // "tfserving" or "kserve_v1" for /v1/models/{m}:predict
+
+	UpstreamRTT func() time.Duration // kernel RTT of the upstream connections, if known
+}
+
+// Handler proxies every request to one upstream and records each call.
+type Handler struct {
+	o        Options
+	scheme   string
+	inflight atomic.Int64
+	decodeN  atomic.Uint64
+	every    uint64 // decode every n-th infer call; 0 never
+}
+
+// NewHandler returns a Handler; o.Transport and o.Pipeline are required.
+func NewHandler(o Options) *Handler {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	h := &Handler{o: o, scheme: "http"}
+	if o.TLS {
+		h.scheme = "https"
+	}
+	if o.DecodeSample > 0 {
+		h.every = uint64(1/o.DecodeSample + 0.5)
+		if h.every < 1 {
+			h.every = 1
+		}
+	}
+	return h
+}
+
+// InFlight returns the number of calls being served now.
+func (h *Handler) InFlight() int64 { return h.inflight.Load() }
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// call is what one ServeHTTP holds while serving.
+type call struct {
+	rec      *record.Call
+	route    inferapi.Route
+	grpc     bool
+	body     *requestBody
+	respScan *inferapi.GRPCScanner
+	respCap  *capture
+	respHdr  http.Header // the response headers a deferred decode reads
+	failed   error       // upstream broke after the response began
+	deadline time.Time   // from grpc-timeout; zero when none
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	h.inflight.Add(1)
+	defer h.inflight.Add(-1)
+
+	cl := &call{rec: &record.Call{Start: start}, grpc: isGRPC(r)}
+	c := cl.rec
+	if cl.grpc {
+		c.Protocol = record.ProtocolGRPC
+		cl.route = inferapi.GRPCRoute(r.URL.Path)
+	} else {
+		c.Protocol = record.ProtocolHTTP
+		cl.route = inferapi.HTTPRoute(r.Method, r.URL.Path, h.o.APIHint)
+	}
+	c.API, c.Method, c.Model, c.Version = cl.route.API, cl.route.Method, cl.route.Model, cl.route.Version
+	cl.body = &requestBody{src: r.Body, start: start}
+	reqKind, respKind := messageKinds(cl.route)
+	if cl.grpc {
+		cl.body.scan = new(inferapi.GRPCScanner)
+		cl.body.scan.Reset(reqKind, h.o.MaxMessageBytes)
+		if reqKind == inferapi.KindInferRequest && h.sampleDecode() {
+			cl.body.scan.Capture(h.o.DecodeMaxBytes)
+		}
+		cl.respScan = new(inferapi.GRPCScanner)
+		cl.respScan.Reset(respKind, h.o.MaxMessageBytes)
+	} else if cl.route.Infer && h.o.CaptureBytes > 0 {
+		cl.body.capture = &capture{max: h.o.CaptureBytes}
+		cl.respCap = &capture{max: h.o.CaptureBytes}
+	}
+
+	ctx := r.Context()
+	if cl.grpc {
+		if d, ok := parseGRPCTimeout(r.Header.Get("Grpc-Timeout")); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d)
+			defer cancel()
+			cl.deadline = start.Add(d)
+		}
+	}
+	out := h.outgoing(ctx, r, cl.body)
+
+	c.UpstreamStart = time.Since(start)
+	res, err := h.o.Transport.RoundTrip(out)
+	if err != nil {
+		h.fail(w, r, ctx, cl, err)
+		h.finish(cl, r)
+		return
+	}
+	c.FirstByte = time.Since(start)
+	abort := h.relay(w, cl, res)
+	h.finish(cl, r)
+	if abort {
+		// An HTTP response cut off upstream must look cut off to the client
+		// too, as httputil.ReverseProxy does it.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// outgoing builds the upstream request: same method, path, query, headers
+// (less hop-by-hop), host and body; nothing added.
+func (h *Handler) outgoing(ctx context.Context, r *http.Request, body *requestBody) *http.Request {
+	out := r.WithContext(ctx)
+	u := *r.URL
+	u.Scheme, u.Host = h.scheme, h.o.Upstream
+	out.URL = &u
+	out.RequestURI = ""
+	out.Close = false
+	removeHopHeaders(out.Header)
+	if _, ok := out.Header["User-Agent"]; !ok {
+		out.Header["User-Agent"] = []string{""} // keep the transport from adding its own
+	}
+	if r.Body == nil || r.Body == http.NoBody || (r.ContentLength == 0 && !isGRPC(r)) {
+		out.Body = nil
+		body.markEmpty()
+	} else {
+		out.Body = body
+	}
+	return out
+}
+
+// relay copies the response to the client as it arrives. It reports whether
+// the handler must abort the client's stream (HTTP cut off mid-body).
+func (h *Handler) relay(w http.ResponseWriter, cl *call, res *http.Response) (abort bool) {
+	c := cl.rec
+	defer res.Body.Close()
+	removeHopHeaders(res.Header)
+	hdr := w.Header()
+	copyHeader(hdr, res.Header)
+	if _, ok := hdr["Content-Length"]; !ok {
+		// net/http would add a Content-Length the upstream did not send when
+		// the whole body fits its buffer; a present but empty key stops that.
+		hdr["Content-Length"] = nil
+	}
+	announced := announceTrailers(hdr, res.Trailer)
+	c.Stages = inferapi.ParseServerTiming(res.Header["Server-Timing"], c.Stages)
+	if cl.respCap != nil {
+		cl.respHdr = decodeHeaders(res.Header)
+	}
+	w.WriteHeader(res.StatusCode)
+
+	flusher, _ := w.(http.Flusher)
+	tw := &timedWriter{w: w, flusher: flusher}
+	stream := h.streaming(cl, res)
+	if stream {
+		tw.Flush() // a streaming client may wait for headers before anything else
+	}
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	for {
+		n, rerr := res.Body.Read(buf)
+		if n > 0 {
+			c.ResponseBytes += int64(n)
+			if cl.respScan != nil {
+				if err := cl.respScan.Feed(buf[:n]); err != nil && cl.failed == nil {
+					cl.failed = err
+				}
+			}
+			if cl.respCap != nil {
+				cl.respCap.write(buf[:n])
+			}
+			if _, werr := tw.Write(buf[:n]); werr != nil {
+				c.ErrorKind = record.ErrClientCancel
+				break
+			}
+			if stream {
+				tw.Flush()
+			}
+		}
+		if rerr == io.EOF {
+			c.ResponseEnd = time.Since(c.Start)
+			break
+		}
+		if rerr != nil {
+			cl.failed = rerr
+			break
+		}
+	}
+	if c.ErrorKind == record.ErrClientCancel {
+		c.Egress = tw.blocked
+		c.Code = statusForCancel(cl.grpc)
+		return false
+	}
+	if cl.failed != nil {
+		kind, gcode, hstatus := classify(res.Request.Context(), cl.failed, nil)
+		if kind != record.ErrTooLarge && cl.pastDeadline() {
+			kind, gcode, hstatus = record.ErrTimeout, grpcDeadlineExceeded, http.StatusGatewayTimeout
+		}
+		c.ErrorKind = kind
+		if cl.grpc {
+			writeGRPCError(w, true, gcode, "inferwatch: upstream response broke: "+cl.failed.Error())
+			c.Code = grpcCodeNames[gcode]
+			c.Egress = tw.blocked
+			return false
+		}
+		c.Code = strconv.Itoa(hstatus)
+		c.Egress = tw.blocked
+		return true
+	}
+	copyTrailers(hdr, res.Trailer, announced)
+	c.Stages = inferapi.ParseServerTiming(res.Trailer["Server-Timing"], c.Stages)
+	if cl.grpc {
+		st := res.Trailer.Get("Grpc-Status")
+		if st == "" {
+			st = res.Header.Get("Grpc-Status") // trailers-only response
+		}
+		c.Code = grpcCodeName(st)
+	} else {
+		c.Code = strconv.Itoa(res.StatusCode)
+	}
+	c.Egress = tw.blocked
+	return false
+}
+
+// streaming says whether each chunk must reach the client at once rather than
+// when the server's write buffer fills: gRPC methods not known to be unary,
+// SSE, and HTTP bodies of unknown length.
+func (h *Handler) streaming(cl *call, res *http.Response) bool {
+	if cl.grpc {
+		return !unaryGRPC(cl.route)
+	}
+	if res.ContentLength == -1 {
+		return true
+	}
+	ct := res.Header.Get("Content-Type")
+	return len(ct) >= 17 && ct[:17] == "text/event-stream"
+}
+
+// deadlineSlack absorbs the time between the client computing grpc-timeout
+// and the proxy reading it.
+const deadlineSlack = 5 * time.Millisecond
+
+// pastDeadline reports a call at or past its grpc-timeout: whatever broke it
+// then (the client's cancel, the upstream's reset, the proxy's own timer,
+// whichever came first) it timed out.
+func (cl *call) pastDeadline() bool {
+	return !cl.deadline.IsZero() && time.Until(cl.deadline) < deadlineSlack
+}
+
+// unaryGRPC reports whether a gRPC route is known to be unary: the KServe v2
+// methods other than ModelStreamInfer. Unknown services may stream.
+func unaryGRPC(rt inferapi.Route) bool {
+	return rt.API == record.APIKServeV2 && rt.Method != "stream_infer"
+}
+
+// fail answers a call whose upstream exchange failed before any response.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, ctx context.Context, cl *call, err error) {
+	c := cl.rec
+	cl.body.mu.Lock()
+	bodyErr := cl.body.err
+	cl.body.mu.Unlock()
+	kind, gcode, hstatus := classify(ctx, err, bodyErr)
+	if kind != record.ErrTooLarge && cl.pastDeadline() {
+		kind, gcode, hstatus = record.ErrTimeout, grpcDeadlineExceeded, http.StatusGatewayTimeout
+	}
+	c.ErrorKind = kind
+	if kind == record.ErrClientCancel {
+		c.Code = statusForCancel(cl.grpc)
+		return // nobody to answer
+	}
+	msg := "inferwatch: upstream " + h.o.Upstream + ": " + errorText(kind)
+	h.o.Logger.Debug("upstream call failed", "route", h.o.Route, "path", r.URL.Path, "kind", kind, "err", err)
+	if cl.grpc {
+		writeGRPCError(w, false, gcode, msg)
+		c.Code = grpcCodeNames[gcode]
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(hstatus)
+	io.WriteString(w, msg+"\n")
+	c.Code = strconv.Itoa(hstatus)
+}
+
+func errorText(k record.ErrorKind) string {
+	switch k {
+	case record.ErrTooLarge:
+		return "message larger than the configured limit"
+	case record.ErrTimeout:
+		return "deadline exceeded"
+	}
+	return "unavailable"
+}
+
+func statusForCancel(grpc bool) string {
+	if grpc {
+		return grpcCodeNames[grpcCancelled]
+	}
+	return "499"
+}
+
+// classify maps a failure to an error kind and the status a client gets.
+func classify(ctx context.Context, err, bodyErr error) (record.ErrorKind, int, int) {
+	switch {
+	case errors.Is(bodyErr, inferapi.ErrTooLarge) || errors.Is(err, inferapi.ErrTooLarge):
+		return record.ErrTooLarge, grpcResourceExhausted, http.StatusRequestEntityTooLarge
+	case errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded):
+		return record.ErrTimeout, grpcDeadlineExceeded, http.StatusGatewayTimeout
+	case errors.Is(ctx.Err(), context.Canceled):
+		return record.ErrClientCancel, grpcCancelled, 499
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return record.ErrTimeout, grpcDeadlineExceeded, http.StatusGatewayTimeout
+	}
+	return record.ErrUpstreamUnavailable, grpcUnavailable, http.StatusBadGateway
+}
+
+// finish completes the record from the taps and hands it to the pipeline.
+func (h *Handler) finish(cl *call, r *http.Request) {
+	c := cl.rec
+	c.End = time.Since(c.Start)
+	b := cl.body
+	b.finish()
+	c.RequestBytes = b.bytes
+	c.RequestEnd = b.lastRead
+	c.UpstreamSent = b.sent
+	if c.UpstreamSent == 0 && b.eof {
+		c.UpstreamSent = c.UpstreamStart
+	}
+	if b.scan != nil {
+		b.scan.FillRequest(c)
+		if captured := b.scan.Captured(); captured != nil {
+			c.Deferred = deferGRPCDecode(captured)
+		}
+	}
+	if cl.respScan != nil {
+		cl.respScan.FillResponse(c)
+	}
+	c.Stream = c.Stream || c.RequestMessages > 1 || c.ResponseMessages > 1
+	if !cl.grpc {
+		c.RequestMessages, c.ResponseMessages = 1, 1
+		if b.capture != nil {
+			c.Deferred = deferHTTPDecode(cl.route, decodeHeaders(r.Header), b.capture, cl.respHdr, cl.respCap)
+		}
+	}
+	if h.o.UpstreamRTT != nil {
+		c.UpstreamRTT = h.o.UpstreamRTT()
+	}
+	c.ClientRTT = clientRTT(r.Context())
+	h.o.Pipeline.Submit(c)
+}
+
+// sampleDecode picks every n-th infer call for a full decode.
+func (h *Handler) sampleDecode() bool {
+	if h.every == 0 {
+		return false
+	}
+	return h.decodeN.Add(1)%h.every == 0
+}
+
+// messageKinds says what the request and response messages of a gRPC route are.
+func messageKinds(rt inferapi.Route) (req, resp inferapi.MessageKind) {
+	switch rt.Method {
+	case "infer":
+		return inferapi.KindInferRequest, inferapi.KindInferResponse
+	case "stream_infer":
+		return inferapi.KindInferRequest, inferapi.KindStreamInferResponse
+	}
+	return inferapi.KindOther, inferapi.KindOther
+}

@@ -1,0 +1,242 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferwatch/inferwatch/record"
+)
+
+// httpUpstream is the reference server the HTTP tests talk to, directly and
+// through the proxy.
+func httpUpstream(t *testing.T) (string, chan http.Header) {
+	t.Helper()
+	seen := make(chan http.Header, 64)
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v2/models/{m}/infer", func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Clone()
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Server-Timing", `preprocess;dur=1.5, infer;dur=7;desc="gpu"`)
+		if v := r.Header.Get("Inference-Header-Content-Length"); v != "" {
+			// Answer in kind: the inputs come back as outputs.
+			n, _ := strconv.Atoi(v)
+			if n > len(body) {
+				n = len(body)
+			}
+			hdr := strings.Replace(string(body[:n]), `"inputs"`, `"outputs"`, 1)
+			body = append([]byte(hdr), body[n:]...)
+			w.Header().Set("Inference-Header-Content-Length", strconv.Itoa(len(hdr)))
+			w.Header().Set("Content-Type", "application/octet-stream")
+		} else {
+			w.Header().Set("Content-Type", "application/json")
+		}
+		if !json.Valid(body) && r.Header.Get("Inference-Header-Content-Length") == "" {
+			w.WriteHeader(http.StatusBadRequest)
+		}
+		w.Write(body)
+	})
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := 0; i < 5; i++ {
+			fmt.Fprintf(w, "data: {\"i\":%d}\n\n", i)
+			w.(http.Flusher).Flush()
+			time.Sleep(100 * time.Millisecond)
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	})
+	mux.HandleFunc("GET /chunked", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Checksum")
+		for i := 0; i < 5; i++ {
+			fmt.Fprintf(w, "chunk-%d;", i)
+			w.(http.Flusher).Flush()
+		}
+		w.Header().Set("X-Checksum", "abc")
+		w.Header().Set(http.TrailerPrefix+"X-Late", "late")
+	})
+	mux.HandleFunc("GET /hop", func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Clone()
+		w.Header().Set("Connection", "X-Hop")
+		w.Header().Set("X-Hop", "1")
+		w.Header().Set("X-End", "2")
+		w.WriteHeader(http.StatusTeapot)
+		io.WriteString(w, "short and stout")
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Unknown", r.URL.RequestURI())
+		http.Error(w, "nothing here", http.StatusNotFound)
+	})
+	l := listen(t)
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return l.Addr().String(), seen
+}
+
+// httpOutcome is what an HTTP client observes.
+type httpOutcome struct {
+	status  int
+	header  http.Header
+	trailer http.Header
+	body    []byte
+}
+
+func doHTTP(t *testing.T, c *http.Client, method, url string, hdr http.Header, body []byte) httpOutcome {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("read body: %v", err)
+	}
+	return httpOutcome{res.StatusCode, res.Header, res.Trailer, b}
+}
+
+func headerString(h http.Header) string {
+	var keys []string
+	for k := range h {
+		if k == "Date" {
+			continue
+		}
+		keys = append(keys, k+"="+strings.Join(h[k], "|"))
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, "\n")
+}
+
+func binaryInferBody() ([]byte, string) {
+	hdr := `{"inputs":[{"name":"x","shape":[2,4],"datatype":"FP32","parameters":{"binary_data_size":32}}]}`
+	body := append([]byte(hdr), bytes.Repeat([]byte{1, 2, 3, 4}, 8)...)
+	return body, strconv.Itoa(len(hdr))
+}
+
+func TestHTTPTransparent(t *testing.T) {
+	up, seen := httpUpstream(t)
+	h := newHarness(t, up, false)
+	h1 := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	h2c := &http.Client{Transport: &http.Transport{Protocols: p, DisableCompression: true}}
+
+	jsonBody := []byte(`{"inputs":[{"name":"x","shape":[3,2],"datatype":"FP32","data":[1,2,3,4,5,6]}]}`)
+	bin, binLen := binaryInferBody()
+	tests := []struct {
+		name, method, path string
+		hdr                http.Header
+		body               []byte
+	}{
+		{"v2 json", "POST", "/v2/models/mlp/infer", http.Header{"Content-Type": {"application/json"}}, jsonBody},
+		{"v2 binary", "POST", "/v2/models/mlp/infer", http.Header{"Inference-Header-Content-Length": {binLen}, "Content-Type": {"application/octet-stream"}}, bin},
+		{"v2 malformed json", "POST", "/v2/models/mlp/infer", http.Header{"Content-Type": {"application/json"}}, []byte(`{"inputs":[{"name":`)},
+		{"chunked with trailers", "GET", "/chunked", nil, nil},
+		{"sse", "POST", "/v1/chat/completions", http.Header{"Content-Type": {"application/json"}}, []byte(`{"model":"toy-llm","stream":true}`)},
+		{"hop-by-hop", "GET", "/hop", http.Header{"Connection": {"X-Client-Hop"}, "X-Client-Hop": {"1"}}, nil},
+		{"unknown 404", "GET", "/some/where?q=1", nil, nil},
+	}
+	for _, client := range []struct {
+		name string
+		c    *http.Client
+	}{{"http1", h1}, {"h2c", h2c}} {
+		for _, tt := range tests {
+			if client.name == "h2c" && tt.name == "hop-by-hop" {
+				continue // an HTTP/2 client may not send Connection at all
+			}
+			t.Run(client.name+"/"+tt.name, func(t *testing.T) {
+				a := doHTTP(t, h1, tt.method, "http://"+up+tt.path, tt.hdr, tt.body)
+				b := doHTTP(t, client.c, tt.method, "http://"+h.addr+tt.path, tt.hdr, tt.body)
+				if a.status != b.status || !bytes.Equal(a.body, b.body) {
+					t.Fatalf("direct %d %q, proxied %d %q", a.status, a.body, b.status, b.body)
+				}
+				if tt.name != "hop-by-hop" && headerString(a.header) != headerString(b.header) {
+					t.Errorf("headers differ:\n%s\n---\n%s", headerString(a.header), headerString(b.header))
+				}
+				if headerString(a.trailer) != headerString(b.trailer) {
+					t.Errorf("trailers differ:\n%s\n---\n%s", headerString(a.trailer), headerString(b.trailer))
+				}
+				if tt.name == "hop-by-hop" {
+					if b.header.Get("X-Hop") != "" || b.header.Get("X-End") != "2" {
+						t.Errorf("hop-by-hop response header passed or end-to-end one lost: %v", b.header)
+					}
+				}
+			})
+		}
+	}
+	// Through the proxy the upstream never sees a hop-by-hop header.
+	for len(seen) > 0 {
+		<-seen
+	}
+	doHTTP(t, h1, "GET", "http://"+h.addr+"/hop", http.Header{"Connection": {"X-Client-Hop"}, "X-Client-Hop": {"1"}, "Keep-Alive": {"timeout=5"}}, nil)
+	if got := <-seen; got.Get("X-Client-Hop") != "" || got.Get("Keep-Alive") != "" {
+		t.Errorf("upstream saw hop-by-hop headers: %v", got)
+	}
+	recs := h.waitRecords(2 * len(tests))
+	var json1, bin1, bad, sse *record.Call
+	for _, r := range recs {
+		switch {
+		case r.Method == "infer" && r.DecodeFail:
+			bad = r
+		case r.Method == "infer" && r.InputCount == 1 && r.Inputs[0].Shape[0] == 3:
+			json1 = r
+		case r.Method == "infer" && r.InputCount == 1:
+			bin1 = r
+		case r.API == record.APIOpenAI:
+			sse = r
+		}
+	}
+	if json1 == nil || json1.Model != "mlp" || json1.BatchSize != 3 || json1.Inputs[0].Bytes != 24 || len(json1.Stages) != 2 {
+		t.Errorf("v2 JSON record: %+v", json1)
+	}
+	if bin1 == nil || bin1.Inputs[0].Bytes != 32 {
+		t.Errorf("binary extension record: %+v", bin1)
+	}
+	if bad == nil || bad.Code != "400" {
+		t.Errorf("malformed JSON not counted as a decode failure: %+v", bad)
+	}
+	if sse == nil || sse.Model != "toy-llm" || !sse.Stream {
+		t.Errorf("OpenAI SSE record: %+v", sse)
+	}
+}
+
+func TestHTTPStreamsAsItArrives(t *testing.T) {
+	up, _ := httpUpstream(t)
+	h := newHarness(t, up, false)
+	req, _ := http.NewRequest("POST", "http://"+h.addr+"/v1/chat/completions", strings.NewReader(`{"model":"toy-llm","stream":true}`))
+	start := time.Now()
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	buf := make([]byte, 64)
+	n, _ := res.Body.Read(buf)
+	first := time.Since(start)
+	if !strings.HasPrefix(string(buf[:n]), "data: {\"i\":0}") {
+		t.Fatalf("first read %q", buf[:n])
+	}
+	io.Copy(io.Discard, res.Body)
+	total := time.Since(start)
+	// The server spaces events 100 ms apart; buffering would deliver the
+	// first event only at the end.
+	if total < 400*time.Millisecond || first > total/2 {
+		t.Fatalf("first event after %v of %v: not streamed", first, total)
+	}
+}

@@ -1,0 +1,129 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Listener is one front: an address, what serves it, and optional TLS.
+type Listener struct {
+	Name    string
+	Addr    string
+	Handler http.Handler
+	TLS     *tls.Config // nil: clear text (HTTP/1.1 and h2c)
+}
+
+// Server runs the listeners and drains them on shutdown.
+type Server struct {
+	logger *slog.Logger
+	ls     []Listener
+	srvs   []*http.Server
+	nls    []net.Listener
+}
+
+// NewServer prepares a Server; Listen binds it.
+func NewServer(logger *slog.Logger, ls ...Listener) *Server {
+	return &Server{logger: logger, ls: ls}
+}
+
+// Listen binds every listener, or none: an error names the address.
+func (s *Server) Listen() error {
+	for _, l := range s.ls {
+		nl, err := net.Listen("tcp", l.Addr)
+		if err != nil {
+			for _, x := range s.nls {
+				x.Close()
+			}
+			s.nls = nil
+			return fmt.Errorf("listener %s: listen on %s: %w", l.Name, l.Addr, err)
+		}
+		s.nls = append(s.nls, nl)
+	}
+	for _, l := range s.ls {
+		s.srvs = append(s.srvs, newHTTPServer(l, s.logger))
+	}
+	return nil
+}
+
+// Addrs returns the bound addresses, in listener order.
+func (s *Server) Addrs() []net.Addr {
+	out := make([]net.Addr, len(s.nls))
+	for i, nl := range s.nls {
+		out[i] = nl.Addr()
+	}
+	return out
+}
+
+// Serve serves every bound listener until Shutdown; it returns the first
+// error other than the server closing.
+func (s *Server) Serve() error {
+	errc := make(chan error, len(s.nls))
+	var wg sync.WaitGroup
+	for i, nl := range s.nls {
+		l, srv := s.ls[i], s.srvs[i]
+		if l.TLS != nil {
+			nl = tls.NewListener(nl, l.TLS)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Serve(nl); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("listener %s: %w", l.Name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	return <-errc
+}
+
+func newHTTPServer(l Listener, logger *slog.Logger) *http.Server {
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	if l.TLS != nil {
+		p.SetHTTP2(true)
+	} else {
+		p.SetUnencryptedHTTP2(true)
+	}
+	return &http.Server{
+		Handler:           l.Handler,
+		Protocols:         p,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ConnContext:       withConn,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams:          1000,
+			MaxReceiveBufferPerStream:     1 << 20,
+			MaxReceiveBufferPerConnection: 4 << 20,
+			SendPingTimeout:               time.Minute,
+			PingTimeout:                   15 * time.Second,
+		},
+	}
+}
+
+// Shutdown stops accepting and waits for in-flight calls to finish, until
+// ctx ends; then it closes what is left.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(s.srvs))
+	for i, srv := range s.srvs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Shutdown(ctx); err != nil {
+				errs[i] = err
+				srv.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

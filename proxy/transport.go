@@ -1,0 +1,90 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Upstream protocols a Transport speaks.
+const (
+	UpstreamHTTP2 = "h2"    // HTTP/2: h2c in clear text, ALPN h2 over TLS (gRPC)
+	UpstreamHTTP1 = "http1" // HTTP/1.1 (HTTP/2 too over TLS when the server offers it)
+)
+
+// TransportOptions configure the pooled connections to one upstream.
+type TransportOptions struct {
+	Protocol    string        // UpstreamHTTP2 or UpstreamHTTP1
+	TLS         *tls.Config   // nil: clear text
+	DialTimeout time.Duration // default 1s: an absent upstream must fail fast
+	MaxIdle     int           // idle connections kept, default 64
+	IdleTimeout time.Duration // default 90s
+	KeepAlive   time.Duration // TCP keepalive, default 30s
+}
+
+// Transport is the pooled client side towards one upstream.
+type Transport struct {
+	*http.Transport
+	conns *upstreamConns
+}
+
+// NewTransport builds a Transport. It never decompresses or adds headers of
+// its own: what the client sent is what the upstream gets.
+func NewTransport(o TransportOptions) *Transport {
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = time.Second
+	}
+	if o.MaxIdle <= 0 {
+		o.MaxIdle = 64
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 90 * time.Second
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = 30 * time.Second
+	}
+	conns := &upstreamConns{}
+	d := &net.Dialer{Timeout: o.DialTimeout, KeepAlive: o.KeepAlive}
+	t := &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return conns.add(c), nil
+		},
+		TLSClientConfig:     o.TLS,
+		TLSHandshakeTimeout: 5 * time.Second,
+		DisableCompression:  true,
+		MaxIdleConns:        o.MaxIdle,
+		MaxIdleConnsPerHost: o.MaxIdle,
+		IdleConnTimeout:     o.IdleTimeout,
+		ReadBufferSize:      64 << 10,
+		WriteBufferSize:     64 << 10,
+		HTTP2: &http.HTTP2Config{
+			SendPingTimeout:               o.KeepAlive,
+			PingTimeout:                   5 * time.Second,
+			MaxReceiveBufferPerStream:     4 << 20,
+			MaxReceiveBufferPerConnection: 64 << 20,
+		},
+	}
+	p := new(http.Protocols)
+	switch {
+	case o.Protocol == UpstreamHTTP2 && o.TLS == nil:
+		p.SetUnencryptedHTTP2(true)
+	case o.Protocol == UpstreamHTTP2:
+		p.SetHTTP2(true)
+	case o.TLS != nil:
+		p.SetHTTP1(true)
+		p.SetHTTP2(true)
+	default:
+		p.SetHTTP1(true)
+	}
+	t.Protocols = p
+	return &Transport{Transport: t, conns: conns}
+}
+
+// RTT returns the kernel's RTT to the upstream, 0 when unknown.
+func (t *Transport) RTT() time.Duration { return t.conns.RTT() }

@@ -1,0 +1,247 @@
+// Package sidecar assembles one running inferwatch from a validated config:
+// the proxy fronts of every route, the record pipeline and its sinks, the
+// upstream readiness probes and statistics pollers, and the admin endpoints;
+// and it runs their lifecycle, drain on shutdown included.
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/inferwatch/inferwatch/admin"
+	"github.com/inferwatch/inferwatch/config"
+	"github.com/inferwatch/inferwatch/metricset"
+	"github.com/inferwatch/inferwatch/proxy"
+	"github.com/inferwatch/inferwatch/record"
+	"github.com/inferwatch/inferwatch/tritonstats"
+)
+
+// Sidecar is one assembled inferwatch.
+type Sidecar struct {
+	cfg       config.Config
+	logger    *slog.Logger
+	metrics   *metricset.Set
+	pipeline  *record.Pipeline
+	server    *proxy.Server
+	handlers  []*proxy.Handler
+	readiness *proxy.Readiness
+	pollers   []*tritonstats.Poller
+	admin     *admin.Server
+	adminSrv  *http.Server
+	adminLn   net.Listener
+
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	serveErr chan error
+}
+
+// New builds a Sidecar; extra sinks receive every record after the metrics.
+func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := metricset.CheckExtraLabels(cfg.Push.ExtraLabels); err != nil {
+		return nil, fmt.Errorf("push.extra_labels: %w", err)
+	}
+	s := &Sidecar{cfg: cfg, logger: logger, serveErr: make(chan error, 1)}
+	s.metrics = metricset.New(metricset.Options{MaxModels: cfg.Limits.MaxModels})
+	sinks := append(record.Sinks{s.metrics}, extra...)
+	s.pipeline = record.NewPipeline(cfg.Limits.PipelineQueue, sinks, s.metrics.RecordDropped)
+
+	var listeners []proxy.Listener
+	var probes []proxy.Probe
+	for _, r := range cfg.Routes {
+		l, probe, poller, err := s.route(r)
+		if err != nil {
+			return nil, fmt.Errorf("route %s: %w", r.Name, err)
+		}
+		listeners = append(listeners, l)
+		probes = append(probes, probe)
+		if poller != nil {
+			s.pollers = append(s.pollers, poller)
+		}
+	}
+	s.readiness = proxy.NewReadiness(probes...)
+	for i, r := range cfg.Routes {
+		s.metrics.Metrics().NewGauge(fmt.Sprintf(`inferwatch_upstream_ready{route=%q}`, r.Name), func() float64 {
+			if s.readiness.UpstreamReady(i) {
+				return 1
+			}
+			return 0
+		})
+	}
+	s.server = proxy.NewServer(logger, listeners...)
+	s.admin = admin.New(s.metrics.WritePrometheus, s.readiness.Ready)
+	return s, nil
+}
+
+func (s *Sidecar) route(r config.Route) (proxy.Listener, proxy.Probe, *tritonstats.Poller, error) {
+	var l proxy.Listener
+	var probe proxy.Probe
+	to := proxy.TransportOptions{DialTimeout: r.DialTimeout.D(), Protocol: proxy.UpstreamHTTP1}
+	if r.Protocol == "grpc" || r.UpstreamProtocol == "h2c" {
+		to.Protocol = proxy.UpstreamHTTP2
+	}
+	if t := r.UpstreamTLS; t != nil {
+		tc, err := proxy.ClientTLS(proxy.TLSFiles{CertFile: t.CertFile, KeyFile: t.KeyFile, CAFile: t.CAFile}, t.ServerName, t.InsecureSkipVerify, s.logger)
+		if err != nil {
+			return l, probe, nil, fmt.Errorf("upstream_tls: %w", err)
+		}
+		to.TLS = tc
+	}
+	tr := proxy.NewTransport(to)
+	h := proxy.NewHandler(proxy.Options{
+		Route:           r.Name,
+		Upstream:        r.Upstream,
+		TLS:             to.TLS != nil,
+		Transport:       tr,
+		Pipeline:        s.pipeline,
+		Logger:          s.logger,
+		MaxMessageBytes: r.MaxMessageBytes,
+		CaptureBytes:    s.cfg.Limits.CaptureBytes,
+		DecodeSample:    s.cfg.Limits.DecodeSample,
+		DecodeMaxBytes:  s.cfg.Limits.DecodeMaxBytes,
+		APIHint:         r.APIHint,
+		UpstreamRTT:     tr.RTT,
+	})
+	s.handlers = append(s.handlers, h)
+	s.metrics.Metrics().NewGauge(fmt.Sprintf(`inferwatch_inflight_requests{route=%q}`, r.Name), func() float64 {
+		return float64(h.InFlight())
+	})
+	l = proxy.Listener{Name: r.Name, Addr: r.Listen, Handler: h}
+	if t := r.TLS; t != nil {
+		tc, err := proxy.ServerTLS(proxy.TLSFiles{CertFile: t.CertFile, KeyFile: t.KeyFile, CAFile: t.ClientCAFile}, s.logger)
+		if err != nil {
+			return l, probe, nil, fmt.Errorf("tls: %w", err)
+		}
+		l.TLS = tc
+	}
+	probe = proxy.Probe{Name: r.Name, Upstream: r.Upstream, GRPC: r.Protocol == "grpc", TLS: to.TLS != nil, Kind: r.Readiness, Transport: tr}
+	var poller *tritonstats.Poller
+	if r.TritonStats.Enabled != nil && *r.TritonStats.Enabled {
+		po := tritonstats.Options{Interval: r.TritonStats.Interval.D(), Set: s.metrics.Metrics(), MaxModels: s.cfg.Limits.MaxModels}
+		scheme := "http"
+		if to.TLS != nil {
+			scheme = "https"
+		}
+		po.TLS = to.TLS
+		if r.Protocol == "grpc" {
+			po.GRPCAddr = r.Upstream
+		} else {
+			po.HTTPBase = scheme + "://" + r.Upstream
+		}
+		p, err := tritonstats.New(po)
+		if err != nil {
+			return l, probe, nil, fmt.Errorf("triton_stats: %w", err)
+		}
+		poller = p
+	}
+	return l, probe, poller, nil
+}
+
+// Start binds every listener (failing with the address that could not be
+// bound) and starts serving, probing, polling and pushing.
+func (s *Sidecar) Start(ctx context.Context) error {
+	al, err := net.Listen("tcp", s.cfg.AdminListen)
+	if err != nil {
+		return fmt.Errorf("admin_listen %s: %w", s.cfg.AdminListen, err)
+	}
+	if err := s.server.Listen(); err != nil {
+		al.Close()
+		return err
+	}
+	s.adminLn = al
+	ctx, s.cancel = context.WithCancel(ctx)
+	if s.cfg.Push.URL != "" {
+		if err := s.metrics.InitPush(ctx, s.cfg.Push.URL, s.cfg.Push.Interval.D(), s.cfg.Push.ExtraLabels); err != nil {
+			s.cancel()
+			al.Close()
+			return fmt.Errorf("push: %w", err)
+		}
+	}
+	s.adminSrv = &http.Server{Handler: s.admin, ReadHeaderTimeout: 5 * time.Second}
+	s.wg.Add(2 + len(s.pollers))
+	go func() {
+		defer s.wg.Done()
+		if err := s.adminSrv.Serve(al); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.logger.Error("admin server stopped", "err", err)
+		}
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.readiness.Run(ctx, time.Second)
+	}()
+	for _, p := range s.pollers {
+		go func() {
+			defer s.wg.Done()
+			p.Run(ctx)
+		}()
+	}
+	go func() { s.serveErr <- s.server.Serve() }()
+	for i, a := range s.server.Addrs() {
+		s.logger.Info("proxying", "route", s.cfg.Routes[i].Name, "protocol", s.cfg.Routes[i].Protocol, "listen", a.String(), "upstream", s.cfg.Routes[i].Upstream)
+	}
+	s.logger.Info("admin endpoints", "url", "http://"+al.Addr().String()+"/")
+	return nil
+}
+
+// Err reports a listener that stopped on its own.
+func (s *Sidecar) Err() <-chan error { return s.serveErr }
+
+// RouteAddrs returns the bound addresses of the routes, in config order.
+func (s *Sidecar) RouteAddrs() []net.Addr { return s.server.Addrs() }
+
+// AdminAddr returns the bound admin address.
+func (s *Sidecar) AdminAddr() net.Addr { return s.adminLn.Addr() }
+
+// Metrics returns the metric set, for embedding (the demo's table).
+func (s *Sidecar) Metrics() *metricset.Set { return s.metrics }
+
+// Admin returns the admin handler, for features that add endpoints.
+func (s *Sidecar) Admin() *admin.Server { return s.admin }
+
+// Pollers returns the Triton statistics pollers.
+func (s *Sidecar) Pollers() []*tritonstats.Poller { return s.pollers }
+
+// Ready reports readiness as /readyz does.
+func (s *Sidecar) Ready() (bool, []string) { return s.readiness.Ready() }
+
+// Shutdown drains: readiness turns false, after the drain delay listeners
+// stop accepting, in-flight calls finish until the drain timeout, then the
+// pipeline delivers what it holds and everything stops.
+func (s *Sidecar) Shutdown(ctx context.Context) error {
+	s.readiness.SetDraining()
+	if d := s.cfg.DrainDelay.D(); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+		}
+	}
+	dctx, cancel := context.WithTimeout(ctx, s.cfg.DrainTimeout.D())
+	defer cancel()
+	inflight := int64(0)
+	for _, h := range s.handlers {
+		inflight += h.InFlight()
+	}
+	s.logger.Info("draining", "in_flight", inflight, "timeout", s.cfg.DrainTimeout.D().String())
+	err := s.server.Shutdown(dctx)
+	s.pipeline.Close()
+	s.cancel()
+	actx, acancel := context.WithTimeout(context.Background(), time.Second)
+	defer acancel()
+	s.adminSrv.Shutdown(actx)
+	s.wg.Wait()
+	for _, p := range s.pollers {
+		p.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("drain: %w", err)
+	}
+	return nil
+}
