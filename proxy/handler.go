@@ -95,7 +95,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.API, c.Method, c.Model, c.Version = cl.route.API, cl.route.Method, cl.route.Model, cl.route.Version
 	cl.body = &requestBody{src: r.Body, start: start}
-	reqKind, respKind := messageKinds(cl.route)
+	reqKind, respKind := cl.route.Message, cl.route.Reply
 	if cl.grpc {
 		cl.body.scan = new(inferapi.GRPCScanner)
 		cl.body.scan.Reset(reqKind, h.o.MaxMessageBytes)
@@ -387,15 +387,4 @@ func (h *Handler) sampleDecode() bool {
 		return false
 	}
 	return h.decodeN.Add(1)%h.every == 0
-}
-
-// messageKinds says what the request and response messages of a gRPC route are.
-func messageKinds(rt inferapi.Route) (req, resp inferapi.MessageKind) {
-	switch rt.Method {
-	case "infer":
-		return inferapi.KindInferRequest, inferapi.KindInferResponse
-	case "stream_infer":
-		return inferapi.KindInferRequest, inferapi.KindStreamInferResponse
-	}
-	return inferapi.KindOther, inferapi.KindOther
 }

@@ -1,0 +1,577 @@
+package inferapi
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/inferwatch/inferwatch/record"
+)
+
+// ErrTooLarge is wrapped by the error Feed returns when a gRPC message prefix
+// declares more bytes than the scanner's limit.
+var ErrTooLarge = errors.New("inferapi: grpc message exceeds the size limit")
+
+// Bounds on what the scanner keeps of a message: it reads metadata, never
+// payload, so these hold whatever the sender puts on the wire.
+const (
+	maxField  = 256 // bytes kept of a model, version, tensor name or datatype
+	maxDims   = 64  // shape dimensions kept per tensor
+	grpcFrame = 5   // compressed flag and big-endian length
+	// maxText bounds the string arena: model, version and the name and
+	// datatype of every kept tensor, even if a sender repeats fields.
+	maxText = (2 + 2*record.MaxTensors) * maxField
+)
+
+// msgType is the protobuf message a scan level is inside.
+type msgType uint8
+
+const (
+	mRequest  msgType = iota // ModelInferRequest
+	mResponse                // ModelInferResponse
+	mStream                  // ModelStreamInferResponse
+	mTensor                  // InferInputTensor or InferOutputTensor: same fields
+)
+
+// scanState is what the bytes at the scan position are.
+type scanState uint8
+
+const (
+	sTag    scanState = iota // a field tag
+	sLength                  // the length of a length-delimited field
+	sVarint                  // a varint field value
+	sSkip                    // bytes to count and pass over
+	sString                  // a string field to keep (bounded)
+	sPacked                  // packed varint shape dimensions
+)
+
+// stringField is which kept string an sString field fills.
+type stringField uint8
+
+const (
+	fieldModel stringField = iota
+	fieldVersion
+	fieldName     // of the current tensor
+	fieldDatatype // of the current tensor
+)
+
+// level is one open protobuf message; end is the message offset it ends at.
+type level struct {
+	typ msgType
+	end int64
+}
+
+// span is a string kept in the scanner's text arena.
+type span struct{ off, n int32 }
+
+// tensorMeta is what the scanner keeps of one tensor.
+type tensorMeta struct {
+	name, datatype span
+	dimOff, dims   int32 // into the dims arena
+	contents       int64 // wire bytes of typed contents
+}
+
+// GRPCScanner reads a stream of length-prefixed gRPC messages as the proxy
+// forwards it, chunk by chunk, and keeps only the call's metadata: the model,
+// the version and the tensors' names, datatypes, shapes and sizes, all from
+// the first message. Tensor data is counted and passed over, never copied, so
+// a 16 MiB request costs about as much as a small one. Malformed protobuf does
+// not stop the scan: it marks the call and the rest of the message is counted.
+//
+// The zero value is ready after Reset, and a scanner may be reused by calling
+// Reset again; it keeps its small buffers, so steady-state Feed does not
+// allocate.
+type GRPCScanner struct {
+	kind MessageKind
+	max  int64
+	err  error // sticky ErrTooLarge
+
+	fed        int64
+	messages   int
+	malformed  bool
+	compressed bool
+
+	// Framing.
+	prefix  [grpcFrame]byte
+	nprefix int
+	inBody  bool
+	size    int64 // length of the current message
+	pos     int64 // bytes of the current message consumed
+	scan    bool  // the current message's fields are being read
+
+	// Protobuf reading, valid while scan is set.
+	levels [3]level // stream response > infer response > tensor
+	depth  int
+	state  scanState
+	field  protowire.Number
+	v      uint64 // varint being read
+	vbytes uint8
+	left   int64       // bytes left of a skip, string or packed field
+	str    stringField // sString's destination
+	cur    int         // tensor being read, when the top level is mTensor
+	// groups counts the open groups (a proto2 encoding KServe never uses,
+	// but protobuf parsers accept as unknown fields), whose fields are only
+	// passed over.
+	groups int
+
+	// What the first message said.
+	text     []byte  // arena of kept strings
+	dims     []int64 // arena of kept shape dimensions
+	model    span
+	version  span
+	tensors  [record.MaxTensors]tensorMeta
+	ntensors int // tensors seen, kept or not
+	raw      [record.MaxTensors]int64
+	nraw     int // raw contents seen
+
+	// Capture of the first message.
+	captureMax int
+	capturing  bool
+	captured   []byte
+}
+
+// Reset prepares the scanner for a new stream of kind messages. maxMessage
+// bounds a single message's declared length; <= 0 means no limit. Capture
+// must be asked for again after Reset.
+func (s *GRPCScanner) Reset(kind MessageKind, maxMessage int64) {
+	text, dims := s.text[:0], s.dims[:0]
+	*s = GRPCScanner{kind: kind, max: maxMessage, text: text, dims: dims}
+}
+
+// Capture asks the scanner, before the first Feed, to keep a copy of the first
+// message's body (without its 5-byte prefix) when it is uncompressed and at
+// most max bytes, for a full decode off the data path.
+func (s *GRPCScanner) Capture(max int) { s.captureMax = max }
+
+// Captured returns the first message's body when Capture asked for it and it
+// arrived whole; nil otherwise. The slice is the caller's: the scanner never
+// writes to it again.
+func (s *GRPCScanner) Captured() []byte {
+	if s.capturing {
+		return nil
+	}
+	return s.captured
+}
+
+// Messages is the number of complete gRPC messages seen.
+func (s *GRPCScanner) Messages() int { return s.messages }
+
+// Bytes is the number of bytes fed, prefixes included.
+func (s *GRPCScanner) Bytes() int64 { return s.fed }
+
+// Malformed reports whether the first message's protobuf did not parse, or a
+// frame carried a flag other than 0 or 1. It checks the structure the scanner
+// walks, less than a full parse does (not UTF-8, nor inside skipped fields);
+// later messages are framed and counted, not parsed.
+func (s *GRPCScanner) Malformed() bool { return s.malformed }
+
+// Compressed reports whether a message carried the compressed flag; such a
+// message is counted but its body is not read.
+func (s *GRPCScanner) Compressed() bool { return s.compressed }
+
+// Feed scans the next bytes of the stream, in whatever chunks they arrived.
+// Its only error wraps ErrTooLarge, when a prefix declares a message over the
+// limit; from then on the scanner only counts bytes and returns that error.
+func (s *GRPCScanner) Feed(p []byte) error {
+	s.fed += int64(len(p))
+	if s.err != nil {
+		return s.err
+	}
+	for len(p) > 0 {
+		if !s.inBody {
+			n := copy(s.prefix[s.nprefix:], p)
+			s.nprefix += n
+			p = p[n:]
+			if s.nprefix < grpcFrame {
+				return nil
+			}
+			if err := s.begin(); err != nil {
+				return err
+			}
+			if s.size == 0 {
+				s.finish()
+			}
+			continue
+		}
+		n := min(int64(len(p)), s.size-s.pos)
+		chunk := p[:n]
+		p = p[n:]
+		if s.capturing {
+			s.captured = append(s.captured, chunk...)
+		}
+		if s.scan {
+			s.fields(chunk)
+		} else {
+			s.pos += n
+		}
+		if s.pos == s.size {
+			s.finish()
+		}
+	}
+	return nil
+}
+
+// begin starts a message once its prefix is whole.
+func (s *GRPCScanner) begin() error {
+	flag := s.prefix[0]
+	size := int64(binary.BigEndian.Uint32(s.prefix[1:]))
+	if s.max > 0 && size > s.max {
+		s.err = fmt.Errorf("grpc message %d declares %d bytes, limit %d: %w", s.messages+1, size, s.max, ErrTooLarge)
+		return s.err
+	}
+	s.inBody, s.size, s.pos = true, size, 0
+	switch flag {
+	case 0:
+	case 1:
+		s.compressed = true
+	default: // gRPC defines only 0 and 1
+		s.malformed = true
+	}
+	first := s.messages == 0
+	if !first || flag != 0 {
+		return nil
+	}
+	if s.captureMax > 0 && size <= int64(s.captureMax) {
+		s.captured = make([]byte, 0, size)
+		s.capturing = true
+	}
+	top := mRequest
+	switch s.kind {
+	case KindInferRequest:
+	case KindInferResponse:
+		top = mResponse
+	case KindStreamInferResponse:
+		top = mStream
+	default:
+		return nil
+	}
+	s.scan = true
+	s.levels[0] = level{typ: top, end: size}
+	s.depth = 1
+	s.state = sTag
+	return nil
+}
+
+// finish ends the current message.
+func (s *GRPCScanner) finish() {
+	if s.scan {
+		s.fields(nil) // closes the levels that end with the message, or fails
+	}
+	s.messages++
+	s.inBody, s.nprefix, s.scan, s.capturing = false, 0, false, false
+}
+
+// fail marks the message malformed and counts the rest of chunk p.
+func (s *GRPCScanner) fail(p []byte) {
+	s.malformed = true
+	s.scan = false
+	s.pos += int64(len(p))
+}
+
+// fields reads protobuf fields from p, all of which belongs to the current
+// message, keeping its place between calls.
+func (s *GRPCScanner) fields(p []byte) {
+	for {
+		for s.depth > 0 && s.pos == s.levels[s.depth-1].end {
+			if s.state != sTag || s.vbytes != 0 || s.groups != 0 {
+				s.fail(p) // a field or group runs past its message
+				return
+			}
+			s.depth--
+		}
+		if len(p) == 0 {
+			return
+		}
+		if s.depth == 0 {
+			s.fail(p)
+			return
+		}
+		avail := int(min(int64(len(p)), s.levels[s.depth-1].end-s.pos))
+		switch s.state {
+		case sTag, sLength, sVarint:
+			v, n, done, ok := s.readVarint(p[:avail])
+			s.pos += int64(n)
+			p = p[n:]
+			if !ok || done && !s.onVarint(v) {
+				s.fail(p)
+				return
+			}
+			continue
+		case sSkip:
+			n := int(min(int64(avail), s.left))
+			s.left -= int64(n)
+			s.pos += int64(n)
+			p = p[n:]
+		case sString:
+			n := int(min(int64(avail), s.left))
+			s.keep(p[:n])
+			s.left -= int64(n)
+			s.pos += int64(n)
+			p = p[n:]
+		case sPacked:
+			n, ok := s.packed(p[:int(min(int64(avail), s.left))])
+			s.left -= int64(n)
+			s.pos += int64(n)
+			p = p[n:]
+			if !ok || s.left == 0 && s.vbytes != 0 {
+				s.fail(p) // an overlong varint, or one cut by the field's end
+				return
+			}
+		}
+		if s.left == 0 {
+			s.state = sTag
+		}
+	}
+}
+
+// readVarint continues the varint in progress with p. It returns the value
+// when done, the bytes used, and ok=false on an overlong varint.
+func (s *GRPCScanner) readVarint(p []byte) (v uint64, n int, done, ok bool) {
+	if s.vbytes == 0 {
+		if v, n := protowire.ConsumeVarint(p); n > 0 {
+			return v, n, true, true
+		}
+	}
+	for n < len(p) {
+		b := p[n]
+		n++
+		if s.vbytes == 9 && b > 1 {
+			return 0, n, false, false
+		}
+		s.v |= uint64(b&0x7f) << (7 * s.vbytes)
+		s.vbytes++
+		if b < 0x80 {
+			v = s.v
+			s.v, s.vbytes = 0, 0
+			return v, n, true, true
+		}
+	}
+	return 0, n, false, true
+}
+
+// packed reads shape dimensions from p, which lies within a packed field.
+func (s *GRPCScanner) packed(p []byte) (int, bool) {
+	for n, b := range p {
+		if s.vbytes == 9 && b > 1 {
+			return n + 1, false
+		}
+		s.v |= uint64(b&0x7f) << (7 * s.vbytes)
+		s.vbytes++
+		if b < 0x80 {
+			s.dim(int64(s.v))
+			s.v, s.vbytes = 0, 0
+		}
+	}
+	return len(p), true
+}
+
+// onVarint acts on a complete varint read in the current state.
+func (s *GRPCScanner) onVarint(v uint64) bool {
+	switch s.state {
+	case sTag:
+		if v>>3 > uint64(protowire.MaxValidNumber) {
+			return false
+		}
+		num, typ := protowire.DecodeTag(v)
+		if num < protowire.MinValidNumber {
+			return false
+		}
+		s.field = num
+		switch typ {
+		case protowire.VarintType:
+			s.state = sVarint
+		case protowire.Fixed32Type:
+			s.state, s.left = sSkip, 4
+		case protowire.Fixed64Type:
+			s.state, s.left = sSkip, 8
+		case protowire.BytesType:
+			s.state = sLength
+		case protowire.StartGroupType:
+			s.groups++
+		case protowire.EndGroupType:
+			if s.groups == 0 {
+				return false
+			}
+			s.groups--
+		default:
+			return false
+		}
+	case sVarint:
+		if s.groups == 0 && s.levels[s.depth-1].typ == mTensor && s.field == 3 {
+			s.dim(int64(v)) // an unpacked shape dimension
+		}
+		s.state = sTag
+	case sLength:
+		if v > uint64(s.levels[s.depth-1].end-s.pos) {
+			return false
+		}
+		if s.groups > 0 {
+			s.state, s.left = sSkip, int64(v)
+			if v == 0 {
+				s.state = sTag
+			}
+			break
+		}
+		s.lengthDelimited(int64(v))
+	}
+	return true
+}
+
+// lengthDelimited decides what to do with a length-delimited field of n bytes
+// that starts at the scan position.
+func (s *GRPCScanner) lengthDelimited(n int64) {
+	s.state, s.left = sSkip, n
+	switch typ := s.levels[s.depth-1].typ; {
+	case typ == mStream && s.field == 2:
+		s.push(mResponse, n)
+	case (typ == mRequest || typ == mResponse) && s.field == 1:
+		s.startString(fieldModel)
+	case (typ == mRequest || typ == mResponse) && s.field == 2:
+		s.startString(fieldVersion)
+	case (typ == mRequest || typ == mResponse) && s.field == 5:
+		s.ntensors++
+		if s.ntensors <= record.MaxTensors {
+			s.cur = s.ntensors - 1
+			s.tensors[s.cur] = tensorMeta{dimOff: int32(len(s.dims))}
+			s.push(mTensor, n)
+		}
+	case (typ == mRequest && s.field == 7) || (typ == mResponse && s.field == 6):
+		if s.nraw < record.MaxTensors {
+			s.raw[s.nraw] = n
+		}
+		s.nraw++
+	case typ == mTensor && s.field == 1:
+		s.startString(fieldName)
+	case typ == mTensor && s.field == 2:
+		s.startString(fieldDatatype)
+	case typ == mTensor && s.field == 3:
+		s.state = sPacked
+	case typ == mTensor && s.field == 5:
+		s.tensors[s.cur].contents += n
+	}
+	if s.left == 0 {
+		s.state = sTag
+	}
+}
+
+// push opens a nested message of n bytes at the scan position.
+func (s *GRPCScanner) push(typ msgType, n int64) {
+	s.levels[s.depth] = level{typ: typ, end: s.pos + n}
+	s.depth++
+	s.state, s.left = sTag, 0
+}
+
+// startString starts reading a string field into the arena. A repeated field
+// replaces the earlier value, as protobuf says; the arena reuses its bytes
+// when they are the last ones kept.
+func (s *GRPCScanner) startString(f stringField) {
+	s.state, s.str = sString, f
+	dst := s.stringSpan()
+	if dst.n > 0 && int(dst.off+dst.n) == len(s.text) {
+		s.text = s.text[:dst.off]
+	}
+	*dst = span{off: int32(len(s.text))}
+}
+
+// stringSpan is where the string being read is kept.
+func (s *GRPCScanner) stringSpan() *span {
+	switch s.str {
+	case fieldModel:
+		return &s.model
+	case fieldVersion:
+		return &s.version
+	case fieldName:
+		return &s.tensors[s.cur].name
+	}
+	return &s.tensors[s.cur].datatype
+}
+
+// keep appends string bytes to the current value, up to the bounds.
+func (s *GRPCScanner) keep(p []byte) {
+	dst := s.stringSpan()
+	room := min(maxField-int(dst.n), maxText-len(s.text))
+	if room <= 0 {
+		return
+	}
+	p = p[:min(len(p), room)]
+	s.text = append(s.text, p...)
+	dst.n += int32(len(p))
+}
+
+// dim appends a shape dimension to the current tensor, up to maxDims.
+func (s *GRPCScanner) dim(d int64) {
+	t := &s.tensors[s.cur]
+	if t.dims < maxDims {
+		s.dims = append(s.dims, d)
+		t.dims++
+	}
+}
+
+// FillRequest records what the request stream said: the message count, the
+// first message's model, version and inputs, the batch size (the first
+// input's leading dimension) and whether anything was malformed. Call it once
+// per call.
+func (s *GRPCScanner) FillRequest(c *record.Call) {
+	c.RequestMessages = s.messages
+	if s.malformed {
+		c.DecodeFail = true
+	}
+	if s.model.n > 0 {
+		c.Model = s.value(s.model)
+	}
+	if s.version.n > 0 {
+		c.Version = s.value(s.version)
+	}
+	s.fillTensors(c.AddInput)
+	c.InputCount += s.ntensors - min(s.ntensors, record.MaxTensors)
+	if t := s.tensors[0]; s.ntensors > 0 && t.dims > 0 {
+		c.BatchSize = batchSize(s.dims[t.dimOff : t.dimOff+t.dims])
+	}
+}
+
+// FillResponse records what the response stream said: the message count, the
+// first message's outputs and, when the call has none yet, its model and
+// version. A malformed response also marks the call. Call it once per call.
+func (s *GRPCScanner) FillResponse(c *record.Call) {
+	c.ResponseMessages = s.messages
+	if s.malformed {
+		c.DecodeFail = true
+	}
+	if c.Model == "" && s.model.n > 0 {
+		c.Model = s.value(s.model)
+	}
+	if c.Version == "" && s.version.n > 0 {
+		c.Version = s.value(s.version)
+	}
+	s.fillTensors(c.AddOutput)
+	c.OutputCount += s.ntensors - min(s.ntensors, record.MaxTensors)
+}
+
+// fillTensors hands each kept tensor to add; raw contents belong to tensors by
+// position.
+func (s *GRPCScanner) fillTensors(add func(record.Tensor)) {
+	for i := range min(s.ntensors, record.MaxTensors) {
+		m := &s.tensors[i]
+		t := record.Tensor{
+			Name:     s.value(m.name),
+			Datatype: s.value(m.datatype),
+			Bytes:    m.contents,
+		}
+		if m.dims > 0 {
+			t.Shape = append([]int64(nil), s.dims[m.dimOff:m.dimOff+m.dims]...)
+		}
+		if i < s.nraw {
+			t.Bytes += s.raw[i]
+		}
+		add(t)
+	}
+}
+
+// value returns a kept string. It becomes a metric label, so bytes that are
+// not UTF-8 (a rune cut by the bound, or a sender's garbage) are dropped.
+func (s *GRPCScanner) value(sp span) string {
+	return strings.ToValidUTF8(string(s.text[sp.off:sp.off+sp.n]), "")
+}

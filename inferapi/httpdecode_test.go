@@ -1,0 +1,235 @@
+package inferapi
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/inferwatch/inferwatch/record"
+)
+
+var (
+	jsonType  = http.Header{"Content-Type": {"application/json"}}
+	octetType = http.Header{"Content-Type": {"application/octet-stream"}}
+	sseType   = http.Header{"Content-Type": {"text/event-stream; charset=utf-8"}}
+)
+
+// binaryBody builds a KServe v2 binary-extension body and its headers.
+func binaryBody(header string, raw int) (http.Header, string) {
+	h := http.Header{"Content-Type": {"application/octet-stream"}}
+	h.Set(headerJSONLength, strconv.Itoa(len(header)))
+	return h, header + strings.Repeat("\x00", raw)
+}
+
+type httpCase struct {
+	name      string
+	route     Route
+	header    http.Header
+	body      string
+	truncated bool
+	pre       record.Call // what the call held before
+	want      record.Call
+	wantErr   bool
+}
+
+func runHTTPCases(t *testing.T, response bool, tests []httpCase) {
+	t.Helper()
+	for _, tt := range tests {
+		c := tt.pre
+		var err error
+		if response {
+			err = DecodeHTTPResponse(tt.route, tt.header, []byte(tt.body), tt.truncated, &c)
+		} else {
+			err = DecodeHTTPRequest(tt.route, tt.header, []byte(tt.body), tt.truncated, &c)
+		}
+		if (err != nil) != tt.wantErr {
+			t.Errorf("%s: err = %v, want error %v", tt.name, err, tt.wantErr)
+		}
+		want := tt.want
+		if tt.wantErr {
+			want.DecodeFail = true
+		}
+		if !reflect.DeepEqual(c, want) {
+			t.Errorf("%s:\n got %+v\nwant %+v", tt.name, c, want)
+		}
+	}
+}
+
+func TestDecodeHTTPRequestKServeV2(t *testing.T) {
+	infer := HTTPRoute("POST", "/v2/models/m/infer", "")
+	full := `{"id":"1","parameters":{"x":1},"inputs":[` +
+		`{"name":"in0","shape":[2,3],"datatype":"FP32","data":[[1,2,3],[4,5,6]]},` +
+		`{"data":["a","b"],"datatype":"BYTES","name":"text","shape":[2]}],` +
+		`"outputs":[{"name":"out"}]}`
+	in0 := record.Tensor{Name: "in0", Datatype: "FP32", Shape: []int64{2, 3}, Bytes: 24}
+	text := record.Tensor{Name: "text", Datatype: "BYTES", Shape: []int64{2}}
+	two := record.Call{BatchSize: 2, InputCount: 2, Inputs: []record.Tensor{in0, text}}
+	binHeader := `{"inputs":[{"name":"a","shape":[1,4],"datatype":"FP32","parameters":{"binary_data_size":16}},` +
+		`{"name":"b","shape":[1],"datatype":"BYTES","parameters":{"binary_data_size":9}}]}`
+	binH, bin := binaryBody(binHeader, 25)
+	bin1 := record.Call{BatchSize: 1, InputCount: 2, Inputs: []record.Tensor{
+		{Name: "a", Datatype: "FP32", Shape: []int64{1, 4}, Bytes: 16},
+		{Name: "b", Datatype: "BYTES", Shape: []int64{1}, Bytes: 9},
+	}}
+	var many strings.Builder
+	many.WriteString(`{"inputs":[`)
+	for i := range record.MaxTensors + 3 {
+		if i > 0 {
+			many.WriteByte(',')
+		}
+		fmt.Fprintf(&many, `{"name":"t%d","shape":[1],"datatype":"INT64"}`, i)
+	}
+	many.WriteString(`]}`)
+	var manyWant record.Call
+	for i := range record.MaxTensors + 3 {
+		manyWant.AddInput(record.Tensor{Name: fmt.Sprintf("t%d", i), Datatype: "INT64", Shape: []int64{1}, Bytes: 8})
+	}
+	manyWant.BatchSize = 1
+	runHTTPCases(t, false, []httpCase{
+		{name: "json", route: infer, header: jsonType, body: full, want: two},
+		{name: "json without content type", route: infer, body: " \n" + full, want: two},
+		{name: "json+ext content type", route: infer, header: http.Header{"Content-Type": {"application/vnd.x+json; charset=utf-8"}}, body: full, want: two},
+		{name: "cut inside data keeps shape", route: infer, header: jsonType, body: full[:strings.Index(full, "[4,5")], truncated: true,
+			want: record.Call{BatchSize: 2, InputCount: 1, Inputs: []record.Tensor{in0}}},
+		{name: "cut inside shape keeps the name", route: infer, header: jsonType, body: full[:strings.Index(full, "3],")], truncated: true,
+			want: record.Call{InputCount: 1, Inputs: []record.Tensor{{Name: "in0"}}}},
+		{name: "cut before inputs", route: infer, header: jsonType, body: full[:10], truncated: true},
+		{name: "cut without truncation is malformed", route: infer, header: jsonType, body: full[:strings.Index(full, "[4,5")], wantErr: true,
+			want: record.Call{BatchSize: 2, InputCount: 1, Inputs: []record.Tensor{in0}}},
+		{name: "dynamic or overflowing shape", route: infer, header: jsonType, body: `{"inputs":[{"name":"a","shape":[-1,3],"datatype":"FP32"},{"name":"b","shape":[4611686018427387904,4],"datatype":"FP32"}]}`,
+			want: record.Call{InputCount: 2, Inputs: []record.Tensor{{Name: "a", Datatype: "FP32", Shape: []int64{-1, 3}}, {Name: "b", Datatype: "FP32", Shape: []int64{1 << 62, 4}}}}},
+		{name: "more tensors than kept", route: infer, header: jsonType, body: many.String(), want: manyWant},
+		{name: "binary extension", route: infer, header: binH, body: bin, want: bin1},
+		{name: "binary extension cut in the raw part", route: infer, header: binH, body: bin[:len(binHeader)+3], truncated: true, want: bin1},
+		{name: "binary extension cut in the JSON header", route: infer, header: binH, body: bin[:strings.Index(binHeader, `"b"`)], truncated: true,
+			want: record.Call{BatchSize: 1, InputCount: 1, Inputs: bin1.Inputs[:1]}},
+		{name: "binary sizes disagree with the body", route: infer, header: binH, body: bin[:len(bin)-1], wantErr: true, want: bin1},
+		{name: "binary header longer than the body", route: infer, header: binH, body: bin[:10], wantErr: true},
+		{name: "binary header not a number", route: infer, header: http.Header{headerJSONLength: {"ten"}}, body: bin, wantErr: true},
+		{name: "octet-stream without the extension is not parsed", route: infer, header: octetType, body: full},
+		{name: "compressed body is not parsed", route: infer, header: http.Header{"Content-Type": {"application/json"}, "Content-Encoding": {"gzip"}}, body: "\x1f\x8b"},
+		{name: "text without content type is not parsed", route: infer, body: "hello"},
+		{name: "empty body", route: infer, header: jsonType},
+		{name: "syntax error", route: infer, header: jsonType, body: `{"inputs":[{"name":"a",,}]}`, wantErr: true, want: record.Call{InputCount: 1, Inputs: []record.Tensor{{Name: "a"}}}},
+		{name: "syntax error in a truncated body", route: infer, header: jsonType, body: `{"inputs":]`, truncated: true, wantErr: true},
+		{name: "inputs not a list", route: infer, header: jsonType, body: `{"inputs":{"a":1}}`, wantErr: true},
+		{name: "shape not integers", route: infer, header: jsonType, body: `{"inputs":[{"name":"a","shape":[1.5]}]}`, wantErr: true, want: record.Call{InputCount: 1, Inputs: []record.Tensor{{Name: "a"}}}},
+		{name: "name not a string", route: infer, header: jsonType, body: `{"inputs":[{"name":7}]}`, wantErr: true},
+		{name: "negative binary size", route: infer, header: jsonType, body: `{"inputs":[{"name":"a","parameters":{"binary_data_size":-1}}]}`, wantErr: true, want: record.Call{InputCount: 1, Inputs: []record.Tensor{{Name: "a"}}}},
+		{name: "top level not an object", route: infer, header: jsonType, body: `[1]`, wantErr: true},
+		{name: "long name clipped", route: infer, header: jsonType, body: `{"inputs":[{"name":"` + strings.Repeat("é", 200) + `"}]}`,
+			want: record.Call{InputCount: 1, Inputs: []record.Tensor{{Name: strings.Repeat("é", 128)}}}},
+		{name: "metadata route is not decoded", route: HTTPRoute("GET", "/v2/models/m", ""), header: jsonType, body: `{`},
+	})
+}
+
+func TestDecodeHTTPResponseKServeV2(t *testing.T) {
+	infer := HTTPRoute("POST", "/v2/models/m/infer", "")
+	body := `{"model_name":"resnet","model_version":"4","id":"1","outputs":[{"name":"probs","datatype":"FP16","shape":[1,10],"data":[0,1,2,3,4,5,6,7,8,9]}]}`
+	probs := record.Tensor{Name: "probs", Datatype: "FP16", Shape: []int64{1, 10}, Bytes: 20}
+	binHeader := `{"model_name":"resnet","outputs":[{"name":"probs","datatype":"FP16","shape":[1,10],"parameters":{"binary_data_size":20}}]}`
+	binH, bin := binaryBody(binHeader, 20)
+	runHTTPCases(t, true, []httpCase{
+		{name: "json", route: infer, header: jsonType, body: body,
+			want: record.Call{Model: "resnet", Version: "4", OutputCount: 1, Outputs: []record.Tensor{probs}}},
+		{name: "request's model wins", route: infer, header: jsonType, body: body, pre: record.Call{Model: "alias", Version: "1"},
+			want: record.Call{Model: "alias", Version: "1", OutputCount: 1, Outputs: []record.Tensor{probs}}},
+		{name: "binary extension", route: infer, header: binH, body: bin,
+			want: record.Call{Model: "resnet", OutputCount: 1, Outputs: []record.Tensor{probs}}},
+		{name: "error body", route: infer, header: jsonType, body: `{"error":"model not found"}`},
+		{name: "plain-text error", route: infer, header: http.Header{"Content-Type": {"text/plain"}}, body: `not found`},
+	})
+}
+
+func TestDecodeHTTPKServeV1AndTFServing(t *testing.T) {
+	predict := HTTPRoute("POST", "/v1/models/m:predict", "")
+	tfPredict := HTTPRoute("POST", "/v1/models/m/versions/2:predict", "")
+	classify := HTTPRoute("POST", "/v1/models/m:classify", "")
+	instances := `{"signature_name":"serving_default","instances":[[1,2],[3,4],{"b64":"AAAA"}]}`
+	runHTTPCases(t, false, []httpCase{
+		{name: "instances", route: predict, header: jsonType, body: instances, want: record.Call{BatchSize: 3}},
+		{name: "instances cut", route: predict, header: jsonType, body: instances[:len(instances)-5], truncated: true},
+		{name: "columnar object", route: tfPredict, header: jsonType, body: `{"inputs":{"image":[[[1,2],[3,4]],[[5,6],[7,8]]],"scale":0.5}}`,
+			want: record.Call{BatchSize: 2, InputCount: 2, Inputs: []record.Tensor{{Name: "image", Shape: []int64{2, 2, 2}}, {Name: "scale"}}}},
+		{name: "columnar cut keeps names", route: tfPredict, header: jsonType, body: `{"inputs":{"a":[1],"b":[[1,2],[3`, truncated: true,
+			want: record.Call{BatchSize: 1, InputCount: 2, Inputs: []record.Tensor{{Name: "a", Shape: []int64{1}}, {Name: "b"}}}},
+		{name: "columnar list", route: tfPredict, header: jsonType, body: `{"inputs":[[1,2,3]]}`,
+			want: record.Call{BatchSize: 1, InputCount: 1, Inputs: []record.Tensor{{Shape: []int64{1, 3}}}}},
+		{name: "examples", route: classify, header: jsonType, body: `{"examples":[{"x":1},{"x":2}]}`, want: record.Call{BatchSize: 2}},
+		{name: "instances not a list", route: predict, header: jsonType, body: `{"instances":{}}`, wantErr: true},
+		{name: "octet-stream", route: predict, header: octetType, body: instances},
+	})
+	runHTTPCases(t, true, []httpCase{
+		{name: "predictions", route: predict, header: jsonType, body: `{"predictions":[[0.1,0.9],[0.8,0.2]]}`, want: record.Call{OutputCount: 2}},
+		{name: "predictions cut", route: predict, header: jsonType, body: `{"predictions":[[0.1,0.9],[0.8`, truncated: true},
+		{name: "columnar outputs", route: tfPredict, header: jsonType, body: `{"outputs":{"scores":[[0.1,0.9]],"labels":[1]}}`,
+			want: record.Call{OutputCount: 2, Outputs: []record.Tensor{{Name: "scores", Shape: []int64{1, 2}}, {Name: "labels", Shape: []int64{1}}}}},
+		{name: "classify result", route: classify, header: jsonType, body: `{"result":[[["a",0.1]],[["b",0.2]],[["c",0.3]]]}`, want: record.Call{OutputCount: 3}},
+		{name: "error", route: predict, header: jsonType, body: `{"error":"bad input"}`},
+		{name: "malformed", route: predict, header: jsonType, body: `{"predictions":[1,]}`, wantErr: true},
+	})
+}
+
+func TestDecodeHTTPOpenAI(t *testing.T) {
+	chat := HTTPRoute("POST", "/v1/chat/completions", "")
+	completions := HTTPRoute("POST", "/v1/completions", "")
+	embeddings := HTTPRoute("POST", "/v1/embeddings", "")
+	runHTTPCases(t, false, []httpCase{
+		{name: "chat", route: chat, header: jsonType, body: `{"model":"llama-3","messages":[{"role":"user","content":"hi"}],"stream":true}`,
+			want: record.Call{Model: "llama-3", Stream: true, BatchSize: 1}},
+		{name: "stream false and null", route: chat, header: jsonType, body: `{"stream":false,"model":"m","stream_options":null}`, want: record.Call{Model: "m", BatchSize: 1}},
+		{name: "route's model wins", route: chat, header: jsonType, body: `{"model":"x"}`, pre: record.Call{Model: "y"}, want: record.Call{Model: "y", BatchSize: 1}},
+		{name: "prompt list", route: completions, header: jsonType, body: `{"model":"m","prompt":["a","b","c"]}`, want: record.Call{Model: "m", BatchSize: 3}},
+		{name: "prompt string", route: completions, header: jsonType, body: `{"prompt":"once upon a time"}`, want: record.Call{BatchSize: 1}},
+		{name: "prompt string cut", route: completions, header: jsonType, body: `{"model":"m","prompt":"once upon a ti`, truncated: true, want: record.Call{Model: "m", BatchSize: 1}},
+		{name: "prompt tokens", route: completions, header: jsonType, body: `{"prompt":[1,2,3]}`, want: record.Call{BatchSize: 1}},
+		{name: "prompt token lists", route: completions, header: jsonType, body: `{"prompt":[[1,2],[3]]}`, want: record.Call{BatchSize: 2}},
+		{name: "prompt tokens cut", route: completions, header: jsonType, body: `{"prompt":[1,2,3`, truncated: true, want: record.Call{BatchSize: 1}},
+		{name: "prompt list cut", route: completions, header: jsonType, body: `{"model":"m","prompt":["a","b`, truncated: true, want: record.Call{Model: "m"}},
+		{name: "embeddings list", route: embeddings, header: jsonType, body: `{"input":["a","b"],"model":"e5"}`, want: record.Call{Model: "e5", BatchSize: 2}},
+		{name: "malformed", route: chat, header: jsonType, body: `{"model":}`, wantErr: true},
+		{name: "model not a string", route: chat, header: jsonType, body: `{"model":1}`, wantErr: true},
+		{name: "multipart is not parsed", route: chat, header: http.Header{"Content-Type": {"multipart/form-data; boundary=x"}}, body: `--x`},
+	})
+	sse := "data: {\"id\":\"1\",\"model\":\"llama-3\",\"choices\":[]}\n\ndata: {\"model\":\"other\"}\n\ndata: [DONE]\n\n"
+	runHTTPCases(t, true, []httpCase{
+		{name: "json", route: chat, header: jsonType, body: `{"id":"x","object":"chat.completion","model":"llama-3","choices":[{"index":0}]}`, want: record.Call{Model: "llama-3"}},
+		{name: "event stream", route: chat, header: sseType, body: sse, want: record.Call{Model: "llama-3", Stream: true}},
+		{name: "event stream after a comment", route: chat, header: sseType, body: ": keep-alive\n\n" + sse, want: record.Call{Model: "llama-3", Stream: true}},
+		{name: "event data on several lines", route: chat, header: sseType, body: "data: {\"model\":\ndata: \"m2\"}\n\n", want: record.Call{Model: "m2", Stream: true}},
+		{name: "event stream cut in the first event", route: chat, header: sseType, body: sse[:20], truncated: true, want: record.Call{Stream: true}},
+		{name: "event stream done only", route: chat, header: sseType, body: "data: [DONE]\n\n", want: record.Call{Stream: true}},
+		{name: "event stream malformed", route: chat, header: sseType, body: "data: {\"model\"}\n\n", wantErr: true, want: record.Call{Stream: true}},
+	})
+}
+
+func TestDecodeHTTPNotDecoded(t *testing.T) {
+	body := []byte(`{"inputs":[{"name":"a","shape":[1]}]}`)
+	routes := []Route{
+		HTTPRoute("POST", "/predictions/m", ""),
+		HTTPRoute("POST", "/unknown", ""),
+		HTTPRoute("GET", "/v2/health/ready", ""),
+	}
+	for _, r := range routes {
+		var c record.Call
+		if err := DecodeHTTPRequest(r, jsonType, body, false, &c); err != nil || !reflect.DeepEqual(c, record.Call{}) {
+			t.Errorf("%+v: request decoded to %+v, %v", r, c, err)
+		}
+		if err := DecodeHTTPResponse(r, jsonType, body, false, &c); err != nil || !reflect.DeepEqual(c, record.Call{}) {
+			t.Errorf("%+v: response decoded to %+v, %v", r, c, err)
+		}
+	}
+}
+
+func TestDecodeHTTPErrorContext(t *testing.T) {
+	var c record.Call
+	err := DecodeHTTPRequest(HTTPRoute("POST", "/v2/models/m/infer", ""), jsonType, []byte(`{"inputs":[`), false, &c)
+	if err == nil || !strings.Contains(err.Error(), "kserve_v2 infer request") || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("err = %v, want context and io.ErrUnexpectedEOF", err)
+	}
+}

@@ -1,0 +1,268 @@
+package inferapi
+
+import (
+	"net/url"
+	"strings"
+
+	"github.com/inferwatch/inferwatch/record"
+)
+
+// Method values for Route.Method.
+const (
+	MethodInfer           = "infer"
+	MethodStreamInfer     = "stream_infer"
+	MethodModelMetadata   = "model_metadata"
+	MethodModelReady      = "model_ready"
+	MethodServerLive      = "server_live"
+	MethodServerReady     = "server_ready"
+	MethodServerMetadata  = "server_metadata"
+	MethodStatistics      = "statistics"
+	MethodPredict         = "predict"
+	MethodExplain         = "explain"
+	MethodClassify        = "classify"
+	MethodRegress         = "regress"
+	MethodCompletions     = "completions"
+	MethodChatCompletions = "chat_completions"
+	MethodEmbeddings      = "embeddings"
+	MethodHealth          = "health"
+	MethodUnknown         = "unknown"
+)
+
+// Route is what the request line alone tells about a call.
+type Route struct {
+	API     string // record.API* constant
+	Method  string // Method* constant
+	Model   string // from the path (or later the body); "" when unknown
+	Version string // version, or TF Serving version label; "" when unknown
+	Infer   bool   // carries an inference payload worth decoding
+	// Message and Reply say, for gRPC, what the request and the response
+	// messages are, so each direction's GRPCScanner can be Reset with them.
+	Message MessageKind
+	Reply   MessageKind
+}
+
+var unknownRoute = Route{API: record.APIUnknown, Method: MethodUnknown}
+
+// grpcService is the KServe v2 (Open Inference Protocol) gRPC service name,
+// which Triton shares.
+const grpcService = "inference.GRPCInferenceService"
+
+// GRPCRoute recognises a gRPC full method name such as
+// "/inference.GRPCInferenceService/ModelInfer". Other methods of the KServe
+// service (Triton's repository and trace extensions) are kserve_v2 with
+// method "unknown"; any other service is unknown.
+func GRPCRoute(fullMethod string) Route {
+	service, method, ok := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/")
+	if !ok || service != grpcService {
+		return unknownRoute
+	}
+	r := Route{API: record.APIKServeV2, Method: MethodUnknown}
+	switch method {
+	case "ModelInfer":
+		r.Method, r.Infer = MethodInfer, true
+		r.Message, r.Reply = KindInferRequest, KindInferResponse
+	case "ModelStreamInfer":
+		r.Method, r.Infer = MethodStreamInfer, true
+		r.Message, r.Reply = KindInferRequest, KindStreamInferResponse
+	case "ModelMetadata":
+		r.Method = MethodModelMetadata
+	case "ModelReady":
+		r.Method = MethodModelReady
+	case "ServerLive":
+		r.Method = MethodServerLive
+	case "ServerReady":
+		r.Method = MethodServerReady
+	case "ServerMetadata":
+		r.Method = MethodServerMetadata
+	case "ModelStatistics":
+		r.Method = MethodStatistics
+	}
+	return r
+}
+
+// HTTPRoute recognises an HTTP request from its method and path. The path may
+// be escaped (a query is ignored); segments are unescaped after splitting so an
+// escaped slash or colon stays part of a model name. hint settles the one
+// ambiguous form, POST /v1/models/{m}:predict (and GET /v1/models/{m}), shared
+// by KServe v1 and TF Serving: record.APITFServing picks TF Serving, anything
+// else KServe v1.
+func HTTPRoute(method, path, hint string) Route {
+	if i := strings.IndexAny(path, "?#"); i >= 0 {
+		path = path[:i]
+	}
+	path = strings.TrimSuffix(path, "/")
+	if !strings.HasPrefix(path, "/") {
+		return unknownRoute
+	}
+	segs := strings.Split(path[1:], "/")
+	switch segs[0] {
+	case "v2":
+		return kserveV2Route(method, segs[1:])
+	case "v1":
+		if len(segs) >= 2 && segs[1] == "models" {
+			return v1ModelsRoute(method, segs[2:], hint)
+		}
+		return openAIRoute(segs[1:])
+	case "predictions", "explanations":
+		return torchServeRoute(segs)
+	case "ping":
+		if len(segs) == 1 {
+			return Route{API: record.APITorchServe, Method: MethodHealth}
+		}
+	}
+	return unknownRoute
+}
+
+// kserveV2Route reads the segments after /v2.
+func kserveV2Route(method string, segs []string) Route {
+	r := Route{API: record.APIKServeV2, Method: MethodUnknown}
+	switch {
+	case len(segs) == 0:
+		r.Method = MethodServerMetadata
+		return r
+	case segs[0] == "health":
+		if len(segs) == 2 && segs[1] == "live" {
+			r.Method = MethodServerLive
+			return r
+		}
+		if len(segs) == 2 && segs[1] == "ready" {
+			r.Method = MethodServerReady
+			return r
+		}
+		return unknownRoute
+	case segs[0] != "models" || len(segs) < 2:
+		return unknownRoute
+	}
+	segs = segs[1:]
+	if len(segs) == 1 && segs[0] == "stats" {
+		r.Method = MethodStatistics
+		return r
+	}
+	r.Model = unescape(segs[0])
+	segs = segs[1:]
+	if len(segs) >= 2 && segs[0] == "versions" {
+		r.Version = unescape(segs[1])
+		segs = segs[2:]
+	}
+	switch {
+	case len(segs) == 0:
+		if isRead(method) {
+			r.Method = MethodModelMetadata
+		}
+	case len(segs) > 1:
+		return unknownRoute
+	case segs[0] == "infer":
+		r.Method, r.Infer = MethodInfer, true
+	case segs[0] == "ready":
+		r.Method = MethodModelReady
+	case segs[0] == "stats":
+		r.Method = MethodStatistics
+	default:
+		return unknownRoute
+	}
+	return r
+}
+
+// v1ModelsRoute reads the segments after /v1/models, shared by KServe v1 and
+// TF Serving.
+func v1ModelsRoute(method string, segs []string, hint string) Route {
+	if len(segs) == 0 || segs[0] == "" {
+		return unknownRoute
+	}
+	// The verb hangs off the last segment after its last (unescaped) colon.
+	last := segs[len(segs)-1]
+	verb := ""
+	if i := strings.LastIndexByte(last, ':'); i >= 0 {
+		segs[len(segs)-1], verb = last[:i], last[i+1:]
+	}
+	r := Route{Model: unescape(segs[0])}
+	tfOnly := false // a form only TF Serving has
+	segs = segs[1:]
+	if len(segs) >= 2 && (segs[0] == "versions" || segs[0] == "labels") {
+		r.Version = unescape(segs[1])
+		segs = segs[2:]
+		tfOnly = true
+	}
+	switch {
+	case verb == "":
+		if !isRead(method) {
+			return unknownRoute
+		}
+		switch {
+		case len(segs) == 0:
+			r.Method = MethodModelReady // model status
+		case len(segs) == 1 && segs[0] == "metadata":
+			r.Method, tfOnly = MethodModelMetadata, true
+		default:
+			return unknownRoute
+		}
+	case len(segs) != 0:
+		return unknownRoute
+	case verb == "predict":
+		r.Method, r.Infer = MethodPredict, true
+	case verb == "explain" && !tfOnly:
+		r.Method, r.Infer = MethodExplain, true
+		r.API = record.APIKServeV1
+		return r
+	case verb == "classify":
+		r.Method, r.Infer, tfOnly = MethodClassify, true, true
+	case verb == "regress":
+		r.Method, r.Infer, tfOnly = MethodRegress, true, true
+	default:
+		return unknownRoute
+	}
+	if tfOnly || hint == record.APITFServing {
+		r.API = record.APITFServing
+	} else {
+		r.API = record.APIKServeV1
+	}
+	return r
+}
+
+// openAIRoute reads the segments after /v1 that are not /v1/models.
+func openAIRoute(segs []string) Route {
+	r := Route{API: record.APIOpenAI, Infer: true}
+	switch strings.Join(segs, "/") {
+	case "completions":
+		r.Method = MethodCompletions
+	case "chat/completions":
+		r.Method = MethodChatCompletions
+	case "embeddings":
+		r.Method = MethodEmbeddings
+	default:
+		return unknownRoute
+	}
+	return r
+}
+
+// torchServeRoute reads /predictions/{m}[/{v}] and /explanations/{m}[/{v}].
+func torchServeRoute(segs []string) Route {
+	if len(segs) < 2 || len(segs) > 3 || segs[1] == "" {
+		return unknownRoute
+	}
+	r := Route{API: record.APITorchServe, Method: MethodPredict, Infer: true, Model: unescape(segs[1])}
+	if segs[0] == "explanations" {
+		r.Method = MethodExplain
+	}
+	if len(segs) == 3 {
+		r.Version = unescape(segs[2])
+	}
+	return r
+}
+
+// isRead reports whether an HTTP method only reads (metadata, status).
+func isRead(method string) bool {
+	return method == "GET" || method == "HEAD" || method == ""
+}
+
+// unescape decodes one path segment, keeping it as sent when it is not
+// valid escaping: a route is never rejected.
+func unescape(seg string) string {
+	if strings.IndexByte(seg, '%') < 0 {
+		return seg
+	}
+	if s, err := url.PathUnescape(seg); err == nil {
+		return s
+	}
+	return seg
+}

@@ -1,0 +1,125 @@
+package inferapi
+
+import (
+	"testing"
+
+	"github.com/inferwatch/inferwatch/record"
+)
+
+func TestGRPCRoute(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Route
+	}{
+		{"/inference.GRPCInferenceService/ModelInfer", Route{API: record.APIKServeV2, Method: MethodInfer, Infer: true, Message: KindInferRequest, Reply: KindInferResponse}},
+		{"/inference.GRPCInferenceService/ModelStreamInfer", Route{API: record.APIKServeV2, Method: MethodStreamInfer, Infer: true, Message: KindInferRequest, Reply: KindStreamInferResponse}},
+		{"/inference.GRPCInferenceService/ModelMetadata", Route{API: record.APIKServeV2, Method: MethodModelMetadata}},
+		{"/inference.GRPCInferenceService/ModelReady", Route{API: record.APIKServeV2, Method: MethodModelReady}},
+		{"/inference.GRPCInferenceService/ServerLive", Route{API: record.APIKServeV2, Method: MethodServerLive}},
+		{"/inference.GRPCInferenceService/ServerReady", Route{API: record.APIKServeV2, Method: MethodServerReady}},
+		{"/inference.GRPCInferenceService/ServerMetadata", Route{API: record.APIKServeV2, Method: MethodServerMetadata}},
+		{"/inference.GRPCInferenceService/ModelStatistics", Route{API: record.APIKServeV2, Method: MethodStatistics}},
+		{"inference.GRPCInferenceService/ModelInfer", Route{API: record.APIKServeV2, Method: MethodInfer, Infer: true, Message: KindInferRequest, Reply: KindInferResponse}},
+		{"/inference.GRPCInferenceService/RepositoryIndex", Route{API: record.APIKServeV2, Method: MethodUnknown}},
+		{"/tensorflow.serving.PredictionService/Predict", unknownRoute},
+		{"/grpc.health.v1.Health/Check", unknownRoute},
+		{"", unknownRoute},
+		{"/", unknownRoute},
+		{"/inference.GRPCInferenceService", unknownRoute},
+	}
+	for _, tt := range tests {
+		if got := GRPCRoute(tt.in); got != tt.want {
+			t.Errorf("GRPCRoute(%q) = %+v, want %+v", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestHTTPRoute(t *testing.T) {
+	v2 := func(method, model, version string, infer bool) Route {
+		return Route{API: record.APIKServeV2, Method: method, Model: model, Version: version, Infer: infer}
+	}
+	kv1 := func(method, model string) Route {
+		return Route{API: record.APIKServeV1, Method: method, Model: model, Infer: method == MethodPredict || method == MethodExplain}
+	}
+	tf := func(method, model, version string) Route {
+		infer := method == MethodPredict || method == MethodClassify || method == MethodRegress
+		return Route{API: record.APITFServing, Method: method, Model: model, Version: version, Infer: infer}
+	}
+	tests := []struct {
+		method, path, hint string
+		want               Route
+	}{
+		// KServe v2 REST.
+		{"POST", "/v2/models/resnet/infer", "", v2(MethodInfer, "resnet", "", true)},
+		{"POST", "/v2/models/resnet/versions/3/infer", "", v2(MethodInfer, "resnet", "3", true)},
+		{"POST", "/v2/models/my%20model/versions/v%2F1/infer?x=1", "", v2(MethodInfer, "my model", "v/1", true)},
+		{"GET", "/v2/models/resnet", "", v2(MethodModelMetadata, "resnet", "", false)},
+		{"GET", "/v2/models/resnet/versions/2", "", v2(MethodModelMetadata, "resnet", "2", false)},
+		{"POST", "/v2/models/resnet", "", v2(MethodUnknown, "resnet", "", false)},
+		{"GET", "/v2/models/resnet/ready", "", v2(MethodModelReady, "resnet", "", false)},
+		{"GET", "/v2/models/resnet/versions/1/ready", "", v2(MethodModelReady, "resnet", "1", false)},
+		{"GET", "/v2/models/resnet/stats", "", v2(MethodStatistics, "resnet", "", false)},
+		{"GET", "/v2/models/resnet/versions/1/stats", "", v2(MethodStatistics, "resnet", "1", false)},
+		{"GET", "/v2/models/stats", "", v2(MethodStatistics, "", "", false)},
+		{"GET", "/v2/health/live", "", v2(MethodServerLive, "", "", false)},
+		{"GET", "/v2/health/ready", "", v2(MethodServerReady, "", "", false)},
+		{"GET", "/v2", "", v2(MethodServerMetadata, "", "", false)},
+		{"GET", "/v2/", "", v2(MethodServerMetadata, "", "", false)},
+		{"GET", "/v2/health/other", "", unknownRoute},
+		{"POST", "/v2/models/resnet/generate", "", unknownRoute},
+		{"POST", "/v2/models/resnet/infer/extra", "", unknownRoute},
+		{"GET", "/v2/repository/index", "", unknownRoute},
+		{"GET", "/v2/models%ZZ/x", "", unknownRoute},
+		{"POST", "/v2/models/bad%ZZ/infer", "", v2(MethodInfer, "bad%ZZ", "", true)},
+
+		// KServe v1 and TF Serving.
+		{"POST", "/v1/models/iris:predict", "", kv1(MethodPredict, "iris")},
+		{"POST", "/v1/models/iris:predict", record.APIKServeV1, kv1(MethodPredict, "iris")},
+		{"POST", "/v1/models/iris:predict", record.APITFServing, tf(MethodPredict, "iris", "")},
+		{"POST", "/v1/models/iris:explain", record.APITFServing, kv1(MethodExplain, "iris")},
+		{"POST", "/v1/models/iris:classify", "", tf(MethodClassify, "iris", "")},
+		{"POST", "/v1/models/iris:regress", "", tf(MethodRegress, "iris", "")},
+		{"POST", "/v1/models/iris/versions/7:predict", "", tf(MethodPredict, "iris", "7")},
+		{"POST", "/v1/models/iris/labels/stable:predict", "", tf(MethodPredict, "iris", "stable")},
+		{"POST", "/v1/models/iris/versions/7:explain", "", unknownRoute},
+		{"POST", "/v1/models/a%3Ab:predict", "", kv1(MethodPredict, "a:b")},
+		{"POST", "/v1/models/iris:frobnicate", "", unknownRoute},
+		{"GET", "/v1/models/iris", "", kv1(MethodModelReady, "iris")},
+		{"GET", "/v1/models/iris", record.APITFServing, tf(MethodModelReady, "iris", "")},
+		{"GET", "/v1/models/iris/versions/3", "", tf(MethodModelReady, "iris", "3")},
+		{"GET", "/v1/models/iris/metadata", "", tf(MethodModelMetadata, "iris", "")},
+		{"GET", "/v1/models/iris/versions/3/metadata", "", tf(MethodModelMetadata, "iris", "3")},
+		{"GET", "/v1/models/iris/labels/canary/metadata", "", tf(MethodModelMetadata, "iris", "canary")},
+		{"POST", "/v1/models/iris", "", unknownRoute},
+		{"GET", "/v1/models", "", unknownRoute},
+		{"GET", "/v1/models/", "", unknownRoute},
+		{"GET", "/v1/models/iris/other", "", unknownRoute},
+
+		// TorchServe.
+		{"POST", "/predictions/bert", "", Route{API: record.APITorchServe, Method: MethodPredict, Model: "bert", Infer: true}},
+		{"POST", "/predictions/bert/2.0", "", Route{API: record.APITorchServe, Method: MethodPredict, Model: "bert", Version: "2.0", Infer: true}},
+		{"POST", "/explanations/bert", "", Route{API: record.APITorchServe, Method: MethodExplain, Model: "bert", Infer: true}},
+		{"GET", "/ping", "", Route{API: record.APITorchServe, Method: MethodHealth}},
+		{"POST", "/predictions", "", unknownRoute},
+		{"POST", "/predictions/a/b/c", "", unknownRoute},
+
+		// OpenAI-compatible.
+		{"POST", "/v1/completions", "", Route{API: record.APIOpenAI, Method: MethodCompletions, Infer: true}},
+		{"POST", "/v1/chat/completions", "", Route{API: record.APIOpenAI, Method: MethodChatCompletions, Infer: true}},
+		{"POST", "/v1/embeddings", "", Route{API: record.APIOpenAI, Method: MethodEmbeddings, Infer: true}},
+		{"POST", "/v1/chat/completions/", "", Route{API: record.APIOpenAI, Method: MethodChatCompletions, Infer: true}},
+		{"POST", "/v1/audio/speech", "", unknownRoute},
+
+		// Unknown.
+		{"GET", "/", "", unknownRoute},
+		{"GET", "", "", unknownRoute},
+		{"GET", "metrics", "", unknownRoute},
+		{"GET", "/metrics", "", unknownRoute},
+		{"GET", "//", "", unknownRoute},
+	}
+	for _, tt := range tests {
+		if got := HTTPRoute(tt.method, tt.path, tt.hint); got != tt.want {
+			t.Errorf("HTTPRoute(%q, %q, %q) = %+v, want %+v", tt.method, tt.path, tt.hint, got, tt.want)
+		}
+	}
+}
