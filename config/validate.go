@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 )
 
 var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
@@ -49,7 +50,7 @@ func (c *Config) Validate() error {
 		}
 		if err := checkAddr(r.Listen, true); err != nil {
 			bad(f+".listen", "%v", err)
-		} else if other, dup := seen[r.Listen]; dup {
+		} else if other, dup := seen[r.Listen]; dup && !strings.HasSuffix(r.Listen, ":0") {
 			bad(f+".listen", "%s is also the listen address of %s", r.Listen, other)
 		} else {
 			seen[r.Listen] = f

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os/signal"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/inferwatch/inferwatch/config"
+	"github.com/inferwatch/inferwatch/demo/loadgen"
+	"github.com/inferwatch/inferwatch/demo/modelserver"
+	"github.com/inferwatch/inferwatch/demo/table"
+	"github.com/inferwatch/inferwatch/sidecar"
+)
+
+// runDemo starts the embedded model server, the sidecar in front of it, and
+// open-loop load through the sidecar, and prints a live table.
+func runDemo(args []string, out, logw io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	qps := fs.Float64("qps", 200, "calls per second through the sidecar (open loop, gRPC and HTTP mixed)")
+	duration := fs.Duration("duration", 0, "how long to run; 0 until Ctrl-C")
+	every := fs.Duration("every", time.Second, "table refresh interval")
+	grpcListen := fs.String("grpc-listen", "127.0.0.1:0", "sidecar gRPC address")
+	httpListen := fs.String("http-listen", "127.0.0.1:0", "sidecar HTTP address")
+	adminListen := fs.String("admin-listen", config.DefaultAdminListen, "sidecar admin address (/metrics)")
+	workers := fs.Int("workers", 2, "model server executions at once")
+	statsEvery := fs.Duration("triton-stats-interval", 2*time.Second, "statistics-extension poll interval")
+	logLevel := fs.String("log-level", "warn", "sidecar log level")
+	faults := faultFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	f, err := faults()
+	if err != nil {
+		return err
+	}
+	logger := newLogger(logw, *logLevel)
+
+	ms, err := startModelServer(modelserver.Options{Workers: *workers, Seed: 1, Faults: f}, "127.0.0.1:0", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	defer ms.stop()
+
+	on := true
+	cfg := config.Default()
+	cfg.AdminListen = *adminListen
+	cfg.LogLevel = *logLevel
+	cfg.DrainTimeout = config.Duration(5 * time.Second)
+	stats := config.TritonStats{Enabled: &on, Interval: config.Duration(*statsEvery)}
+	cfg.Routes = []config.Route{
+		{Name: "grpc", Protocol: "grpc", Listen: *grpcListen, Upstream: ms.grpcAddr, TritonStats: stats},
+		{Name: "http", Protocol: "http", Listen: *httpListen, Upstream: ms.httpAddr, TritonStats: config.TritonStats{Enabled: new(bool)}},
+	}
+	cfg.Finish()
+	tbl := table.New(out)
+	sc, err := sidecar.New(cfg, logger, tbl)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if *duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *duration)
+		defer cancel()
+	}
+	if err := sc.Start(context.Background()); err != nil {
+		return err
+	}
+	addrs := sc.RouteAddrs()
+	grpcAddr, httpAddr := addrs[0].String(), addrs[1].String()
+	adminURL := "http://" + sc.AdminAddr().String()
+	tbl.AddSection("Triton statistics (model server's own view, last poll interval)", func() []string {
+		return tritonLines(sc)
+	})
+	faultLine := describeFaults(f)
+	go tbl.Run(ctx, *every, func() []string {
+		return []string{
+			fmt.Sprintf("inferwatch demo — model server gRPC %s HTTP %s; sidecar gRPC %s HTTP %s", ms.grpcAddr, ms.httpAddr, grpcAddr, httpAddr),
+			fmt.Sprintf("admin %s/metrics   load %.0f QPS open-loop (gRPC + HTTP binary + HTTP JSON)   %s", adminURL, *qps, faultLine),
+		}
+	})
+
+	targets := []loadgen.Target{
+		{Protocol: loadgen.ProtocolGRPC, Addr: grpcAddr, Model: loadgen.ModelMLP},
+		{Protocol: loadgen.ProtocolHTTP, Addr: httpAddr, Model: loadgen.ModelMLP},
+		{Protocol: loadgen.ProtocolHTTP, Addr: httpAddr, Model: loadgen.ModelMLP, JSON: true},
+		{Protocol: loadgen.ProtocolGRPC, Addr: grpcAddr, Model: loadgen.ModelEcho, Payload: 64 << 10},
+	}
+	_, lerr := loadgen.Run(ctx, loadgen.Options{QPS: *qps, Targets: targets})
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := sc.Shutdown(sctx); err != nil {
+		return err
+	}
+	if lerr != nil && !errors.Is(lerr, context.Canceled) && !errors.Is(lerr, context.DeadlineExceeded) {
+		return fmt.Errorf("load: %w", lerr)
+	}
+	return nil
+}
+
+func describeFaults(f modelserver.Faults) string {
+	s := "faults:"
+	if f.SpikeEvery > 0 {
+		s += fmt.Sprintf(" spike +%v for %v every %v;", f.SpikeExtra, f.SpikeFor, f.SpikeEvery)
+	}
+	if f.LeakBytesPerSec > 0 {
+		s += fmt.Sprintf(" leak %d KiB/s;", f.LeakBytesPerSec>>10)
+	}
+	if f.NeighbourCPUs > 0 {
+		s += fmt.Sprintf(" CPU neighbour %.1f cores;", f.NeighbourCPUs)
+	}
+	if s == "faults:" {
+		s += " none"
+	}
+	return s
+}
+
+// tritonLines renders the pollers' latest per-model stage means.
+func tritonLines(sc *sidecar.Sidecar) []string {
+	var lines []string
+	for _, p := range sc.Pollers() {
+		snap := p.Snapshot()
+		sort.Slice(snap, func(i, j int) bool { return snap[i].Model < snap[j].Model })
+		for _, m := range snap {
+			line := fmt.Sprintf("%-10s v%-3s %6d inferences", m.Model, m.Version, m.Inferences)
+			for _, st := range m.Stages {
+				if st.Count == 0 || st.Name == "success" {
+					continue
+				}
+				line += fmt.Sprintf("  %s %.2fms", st.Name, float64(st.Mean)/float64(time.Millisecond))
+			}
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) == 0 {
+		lines = append(lines, "(waiting for two polls)")
+	}
+	return lines
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/inferwatch/inferwatch/demo/loadgen"
+)
+
+func runLoad(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("load", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:8001", "target host:port")
+	protocol := fs.String("protocol", "grpc", "grpc or http")
+	model := fs.String("model", loadgen.ModelMLP, "mnist-mlp or echo")
+	payload := fs.String("payload", "0", "echo tensor size, e.g. 1MiB (0: a few bytes)")
+	asJSON := fs.Bool("json-body", false, "HTTP: KServe v2 JSON body instead of the binary extension")
+	qps := fs.Float64("qps", 100, "calls per second (open loop)")
+	duration := fs.Duration("duration", 10*time.Second, "how long to send")
+	inflight := fs.Int("max-inflight", loadgen.DefaultMaxInFlight, "concurrent calls at most; calls due beyond it count as late")
+	format := fs.String("format", "text", "text or json")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	n, err := parseBytes(*payload)
+	if err != nil {
+		return fmt.Errorf("--payload: %w", err)
+	}
+	sum, err := loadgen.Run(context.Background(), loadgen.Options{
+		QPS: *qps, Duration: *duration, MaxInFlight: *inflight,
+		Targets: []loadgen.Target{{Protocol: *protocol, Addr: *addr, Model: *model, Payload: int(n), JSON: *asJSON}},
+	})
+	if *format == "json" {
+		enc := json.NewEncoder(out)
+		enc.Encode(map[string]any{
+			"sent": sum.Sent, "ok": sum.OK, "failed": sum.Failed, "late": sum.Late, "by_code": sum.ByCode,
+			"p50_us": sum.P50.Microseconds(), "p90_us": sum.P90.Microseconds(), "p99_us": sum.P99.Microseconds(),
+			"max_us": sum.Max.Microseconds(), "throughput": sum.Throughput,
+		})
+	} else {
+		fmt.Fprintf(out, "sent %d ok %d failed %d late %d  p50 %v p90 %v p99 %v max %v  %.1f/s  codes %v\n",
+			sum.Sent, sum.OK, sum.Failed, sum.Late, sum.P50, sum.P90, sum.P99, sum.Max, sum.Throughput, sum.ByCode)
+	}
+	return err
+}

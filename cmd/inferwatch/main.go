@@ -1,0 +1,64 @@
+// Command inferwatch is the sidecar and its tools in one binary:
+//
+//	inferwatch proxy  --grpc-listen :8001 --grpc-upstream 127.0.0.1:18001 ...
+//	inferwatch demo   (model server + sidecar + load + live table)
+//	inferwatch modelserver  (the demo's model server alone)
+//	inferwatch load   (open-loop load generator)
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+)
+
+var version = "dev"
+
+const usage = `inferwatch — measures every inference call on its way to the model server.
+
+Usage:
+  inferwatch proxy [flags]        run the sidecar in front of an inference server
+  inferwatch demo [flags]         model server + sidecar + live load + live figures
+  inferwatch modelserver [flags]  run the demo's KServe v2 model server alone
+  inferwatch load [flags]         drive open-loop load at an address
+  inferwatch version
+
+Run 'inferwatch COMMAND -h' for a command's flags.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	args := os.Args[2:]
+	switch os.Args[1] {
+	case "proxy":
+		err = runProxy(args, os.Stderr)
+	case "demo":
+		err = runDemo(args, os.Stdout, os.Stderr)
+	case "modelserver":
+		err = runModelServer(args, os.Stderr)
+	case "load":
+		err = runLoad(args, os.Stdout)
+	case "version", "-version", "--version":
+		fmt.Println("inferwatch", version)
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "inferwatch: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "inferwatch:", err)
+		os.Exit(1)
+	}
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}

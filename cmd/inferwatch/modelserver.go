@@ -1,0 +1,119 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/inferwatch/inferwatch/demo/modelserver"
+)
+
+// modelServer is a running demo model server.
+type modelServer struct {
+	*modelserver.Server
+	grpcAddr, httpAddr string
+	grpc               *grpc.Server
+	http               *http.Server
+}
+
+func startModelServer(o modelserver.Options, grpcListen, httpListen string) (*modelServer, error) {
+	gl, err := net.Listen("tcp", grpcListen)
+	if err != nil {
+		return nil, fmt.Errorf("model server gRPC listen %s: %w", grpcListen, err)
+	}
+	hl, err := net.Listen("tcp", httpListen)
+	if err != nil {
+		gl.Close()
+		return nil, fmt.Errorf("model server HTTP listen %s: %w", httpListen, err)
+	}
+	ms := &modelServer{Server: modelserver.New(o), grpcAddr: gl.Addr().String(), httpAddr: hl.Addr().String()}
+	ms.grpc = grpc.NewServer(modelserver.GRPCServerOptions()...)
+	ms.RegisterGRPC(ms.grpc)
+	ms.http = &http.Server{Handler: ms.HTTPHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go ms.grpc.Serve(gl)
+	go ms.http.Serve(hl)
+	return ms, nil
+}
+
+func (m *modelServer) stop() {
+	m.grpc.Stop()
+	m.http.Close()
+	m.Close()
+}
+
+// faultFlags binds the fault-injection flags shared by demo and modelserver.
+func faultFlags(fs *flag.FlagSet) func() (modelserver.Faults, error) {
+	spike := fs.Duration("inject-spike", 0, "a latency spike every this often (e.g. 30s); 0 for none")
+	spikeFor := fs.Duration("spike-for", 5*time.Second, "how long each spike lasts")
+	spikeExtra := fs.Duration("spike-extra", 50*time.Millisecond, "latency each inference gains during a spike")
+	leak := fs.String("inject-leak", "", "memory leaked per second, e.g. 1MiB")
+	neighbour := fs.Float64("inject-neighbour", 0, "cores' worth of CPU a noisy neighbour burns, e.g. 1")
+	return func() (modelserver.Faults, error) {
+		f := modelserver.Faults{SpikeEvery: *spike, SpikeFor: *spikeFor, SpikeExtra: *spikeExtra, NeighbourCPUs: *neighbour}
+		if *leak != "" {
+			n, err := parseBytes(*leak)
+			if err != nil {
+				return f, fmt.Errorf("--inject-leak: %w", err)
+			}
+			f.LeakBytesPerSec = n
+		}
+		if *spike > 0 && *spikeFor >= *spike {
+			return f, errors.New("--spike-for must be shorter than --inject-spike")
+		}
+		return f, nil
+	}
+}
+
+// parseBytes reads "1048576", "512KiB", "1MiB", "2GiB".
+func parseBytes(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}, {"", 1}}
+	for _, u := range units {
+		if len(s) > len(u.suffix) && s[len(s)-len(u.suffix):] == u.suffix {
+			var n int64
+			if _, err := fmt.Sscan(s[:len(s)-len(u.suffix)], &n); err != nil || n < 0 {
+				return 0, fmt.Errorf("%q is not a byte size such as 1MiB", s)
+			}
+			return n * u.mult, nil
+		}
+	}
+	return 0, fmt.Errorf("%q is not a byte size such as 1MiB", s)
+}
+
+func runModelServer(args []string, logw io.Writer) error {
+	fs := flag.NewFlagSet("modelserver", flag.ContinueOnError)
+	grpcListen := fs.String("grpc-listen", "127.0.0.1:18001", "KServe v2 gRPC address")
+	httpListen := fs.String("http-listen", "127.0.0.1:18000", "KServe v2 HTTP address")
+	workers := fs.Int("workers", 2, "concurrent executions; waiting for one is the queue stage")
+	seed := fs.Uint64("seed", 1, "model weights seed")
+	faults := faultFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	f, err := faults()
+	if err != nil {
+		return err
+	}
+	ms, err := startModelServer(modelserver.Options{Workers: *workers, Seed: *seed, Faults: f}, *grpcListen, *httpListen)
+	if err != nil {
+		return err
+	}
+	logger := newLogger(logw, "info")
+	logger.Info("model server", "grpc", ms.grpcAddr, "http", ms.httpAddr, "models", "mnist-mlp, echo, toy-llm")
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
+	ms.stop()
+	return nil
+}

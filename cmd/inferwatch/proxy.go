@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/inferwatch/inferwatch/config"
+	"github.com/inferwatch/inferwatch/sidecar"
+)
+
+// labelFlags collects repeated --push-extra-label k=v.
+type labelFlags map[string]string
+
+func (l labelFlags) String() string { return fmt.Sprint(map[string]string(l)) }
+func (l labelFlags) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want name=value, got %q", v)
+	}
+	l[k] = val
+	return nil
+}
+
+// proxyFlags binds the proxy's flags; they override the --config file.
+func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
+	var (
+		cfgPath     = fs.String("config", "", "YAML config file (flags given override it)")
+		grpcListen  = fs.String("grpc-listen", "", "gRPC listen address, e.g. :8001")
+		grpcUp      = fs.String("grpc-upstream", "", "gRPC upstream host:port, e.g. 127.0.0.1:18001")
+		httpListen  = fs.String("http-listen", "", "HTTP listen address, e.g. :8000")
+		httpUp      = fs.String("http-upstream", "", "HTTP upstream host:port")
+		httpUpProto = fs.String("http-upstream-protocol", "", "http1 (default) or h2c")
+		adminListen = fs.String("admin-listen", config.DefaultAdminListen, "admin address for /metrics, /healthz, /readyz (loopback by default)")
+		pushURL     = fs.String("push-url", "", "VictoriaMetrics import URL to push metrics to, e.g. http://vm:8428/api/v1/import/prometheus")
+		pushEvery   = fs.Duration("push-interval", 10*time.Second, "push interval")
+		drain       = fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight calls may take to finish")
+		drainDelay  = fs.Duration("drain-delay", 0, "on SIGTERM, how long /readyz reports draining before listeners close")
+		maxMsg      = fs.Int64("grpc-max-message-bytes", config.DefaultMaxMessageBytes, "largest gRPC message passed")
+		apiHint     = fs.String("api-hint", "", "what /v1/models/{m}:predict is: kserve_v1 (default) or tfserving")
+		statsEvery  = fs.Duration("triton-stats-interval", 5*time.Second, "poll interval of the upstream's statistics extension")
+		noStats     = fs.Bool("no-triton-stats", false, "do not poll the upstream's statistics extension")
+		readiness   = fs.String("readiness", "auto", "upstream readiness probe: auto, tcp or none")
+		decode      = fs.Float64("decode-sample", 0.01, "share of gRPC infer calls fully decoded to price deserialization")
+		logLevel    = fs.String("log-level", "info", "debug, info, warn or error")
+	)
+	labels := labelFlags{}
+	fs.Var(labels, "push-extra-label", "name=value added to pushed series (repeatable); POD_NAME and POD_NAMESPACE from the environment become pod and namespace")
+	return func() (config.Config, error) {
+		cfg := config.Default()
+		if *cfgPath != "" {
+			var err error
+			if cfg, err = config.Load(*cfgPath); err != nil {
+				return cfg, err
+			}
+		}
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		pick := func(name string, apply func()) {
+			if set[name] || *cfgPath == "" {
+				apply()
+			}
+		}
+		pick("admin-listen", func() { cfg.AdminListen = *adminListen })
+		pick("drain-timeout", func() { cfg.DrainTimeout = config.Duration(*drain) })
+		pick("drain-delay", func() { cfg.DrainDelay = config.Duration(*drainDelay) })
+		pick("log-level", func() { cfg.LogLevel = *logLevel })
+		pick("decode-sample", func() { cfg.Limits.DecodeSample = *decode })
+		if *pushURL != "" {
+			cfg.Push.URL = *pushURL
+		}
+		pick("push-interval", func() { cfg.Push.Interval = config.Duration(*pushEvery) })
+		if cfg.Push.ExtraLabels == nil {
+			cfg.Push.ExtraLabels = map[string]string{}
+		}
+		for env, label := range map[string]string{"POD_NAME": "pod", "POD_NAMESPACE": "namespace"} {
+			if v := os.Getenv(env); v != "" {
+				cfg.Push.ExtraLabels[label] = v
+			}
+		}
+		for k, v := range labels {
+			cfg.Push.ExtraLabels[k] = v
+		}
+		enabled := !*noStats
+		add := func(proto, listen, up string) error {
+			if listen == "" && up == "" {
+				return nil
+			}
+			if listen == "" || up == "" {
+				return fmt.Errorf("--%s-listen and --%s-upstream go together", proto, proto)
+			}
+			r := config.Route{Name: proto, Protocol: proto, Listen: listen, Upstream: up, MaxMessageBytes: *maxMsg,
+				APIHint: *apiHint, Readiness: *readiness,
+				TritonStats: config.TritonStats{Enabled: &enabled, Interval: config.Duration(*statsEvery)}}
+			if proto == "http" {
+				r.UpstreamProtocol = *httpUpProto
+			}
+			cfg.Routes = append(cfg.Routes, r)
+			return nil
+		}
+		if err := errors.Join(add("grpc", *grpcListen, *grpcUp), add("http", *httpListen, *httpUp)); err != nil {
+			return cfg, err
+		}
+		cfg.Finish()
+		return cfg, cfg.Validate()
+	}
+}
+
+func runProxy(args []string, logw io.Writer) error {
+	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
+	build := proxyFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := build()
+	if err != nil {
+		return fmt.Errorf("configuration:\n%w", err)
+	}
+	logger := newLogger(logw, cfg.LogLevel)
+	sc, err := sidecar.New(cfg, logger)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := sc.Start(context.Background()); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		logger.Info("signal received: draining")
+	case err := <-sc.Err():
+		logger.Error("listener failed", "err", err)
+	}
+	return sc.Shutdown(context.Background())
+}
