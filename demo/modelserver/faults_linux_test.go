@@ -1,0 +1,89 @@
+package modelserver
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// rss is the process's resident set size from /proc/self/statm.
+func rss(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	f := strings.Fields(string(b))
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		t.Fatalf("parse statm %q: %v", b, err)
+	}
+	return pages * int64(os.Getpagesize())
+}
+
+// leakChildEnv marks the process TestLeakGrowsRSS starts to measure in.
+const leakChildEnv = "MODELSERVER_LEAK_CHILD"
+
+// TestLeakGrowsRSS measures in a fresh process: in this one, memory other
+// tests freed would be reused by the leak and hide it from RSS.
+func TestLeakGrowsRSS(t *testing.T) {
+	if os.Getenv(leakChildEnv) != "" {
+		measureLeak(t)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLeakGrowsRSS$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), leakChildEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("leak measurement failed: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
+
+func measureLeak(t *testing.T) {
+	const rate = 100 << 20
+	before := rss(t)
+	s := New(Options{Faults: Faults{LeakBytesPerSec: rate}})
+	defer s.Close()
+	time.Sleep(500 * time.Millisecond)
+	leaked := s.LeakedBytes()
+	if leaked < rate/4 {
+		t.Fatalf("leaked %d bytes in 500ms at %d/s", leaked, rate)
+	}
+	grown := rss(t) - before
+	if grown < leaked*3/4 {
+		t.Errorf("RSS grew %d bytes for %d leaked", grown, leaked)
+	}
+	t.Logf("leaked %d bytes, RSS grew %d", leaked, grown)
+	s.Close()
+	if s.LeakedBytes() != 0 {
+		t.Errorf("Close kept %d leaked bytes", s.LeakedBytes())
+	}
+}
+
+func cpuTime(t *testing.T) time.Duration {
+	t.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func TestNeighbourBurnsCPU(t *testing.T) {
+	const cpus, window = 0.5, 600 * time.Millisecond
+	before := cpuTime(t)
+	s := New(Options{Faults: Faults{NeighbourCPUs: cpus}})
+	time.Sleep(window)
+	s.Close()
+	// On a shared machine the neighbour may get far less than its target,
+	// so the lower bound only proves it burns; the upper one, its duty cycle.
+	target := time.Duration(cpus * float64(window))
+	if used := cpuTime(t) - before; used < target/10 || used > target*3/2 {
+		t.Errorf("neighbour used %v of CPU in %v, want about %v", used, window, target)
+	}
+}

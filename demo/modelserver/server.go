@@ -1,0 +1,128 @@
+// Package modelserver is the inference server `inferwatch demo` puts behind
+// the sidecar: a small real model (and an echo model for large tensors)
+// served over KServe v2 gRPC and HTTP, KServe v1 and an OpenAI-compatible API,
+// with Triton's statistics extension, per-request Server-Timing stages and
+// injectable faults. It exists so the demo and the tests have a server whose
+// timings are measured, not invented.
+package modelserver
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/inferwatch/inferwatch/demo/model"
+)
+
+// MaxMessageBytes bounds one request or response: large enough for the echo
+// model's 64+ MiB tensors with room to spare.
+const MaxMessageBytes = 256 << 20
+
+// Options configures a Server.
+type Options struct {
+	// Workers is how many executions run at once (default 2). A request
+	// waiting for a worker slot is in the "queue" stage.
+	Workers int
+	// Seed fixes the model's weights.
+	Seed   uint64
+	Faults Faults
+}
+
+// Faults are deliberate misbehaviours the demo turns on to show what the
+// sidecar sees. The zero value injects nothing.
+type Faults struct {
+	// Every SpikeEvery, for SpikeFor, each inference sleeps SpikeExtra longer
+	// in its infer stage: an injected latency spike.
+	SpikeEvery, SpikeFor time.Duration
+	SpikeExtra           time.Duration
+	// LeakBytesPerSec of memory is allocated, touched and never freed while
+	// the server runs, so the process RSS grows steadily.
+	LeakBytesPerSec int64
+	// NeighbourCPUs is how many cores' worth of CPU a noisy neighbour burns,
+	// in duty-cycled busy goroutines started with the server.
+	NeighbourCPUs float64
+}
+
+// Server executes models and keeps their statistics. Serve it with
+// RegisterGRPC and HTTPHandler; one Server may back both at once.
+type Server struct {
+	mlp     *model.MLP
+	models  []*servedModel
+	slots   chan struct{} // worker slots; waiting for one is the queue stage
+	started time.Time
+	faults  Faults
+	extra   atomic.Int64 // SetExtraLatency, in ns
+	seq     atomic.Uint64
+
+	stop      chan struct{}
+	stopOnce  sync.Once
+	bg        sync.WaitGroup
+	leak      leak
+	neighbour neighbour
+}
+
+// New returns a Server with its models loaded and its faults running.
+func New(o Options) *Server {
+	if o.Workers <= 0 {
+		o.Workers = 2
+	}
+	s := &Server{
+		mlp:     model.NewMLP(o.Seed),
+		slots:   make(chan struct{}, o.Workers),
+		started: time.Now(),
+		faults:  o.Faults,
+		stop:    make(chan struct{}),
+	}
+	s.models = []*servedModel{
+		{name: modelMLP, version: "1", platform: "inferwatch_go", kind: kindMLP,
+			inputs:  []tensorMeta{{modelMLPInput, "FP32", []int64{-1, model.InputSize}}},
+			outputs: []tensorMeta{{modelMLPOutput, "FP32", []int64{-1, model.OutputSize}}}},
+		{name: modelEcho, version: "1", platform: "inferwatch_go", kind: kindEcho,
+			inputs:  []tensorMeta{{"input", "UINT8", []int64{-1, -1}}},
+			outputs: []tensorMeta{{"input", "UINT8", []int64{-1, -1}}}},
+		{name: modelLLM, version: "1", platform: "inferwatch_toy_llm", kind: kindLLM},
+	}
+	s.startFaults()
+	return s
+}
+
+// RegisterGRPC registers the KServe v2 GRPCInferenceService on g. Large echo
+// tensors need g to be built with GRPCServerOptions.
+func (s *Server) RegisterGRPC(g *grpc.Server) {
+	registerGRPC(g, s)
+}
+
+// GRPCServerOptions are the options a grpc.Server needs to carry the
+// largest messages this server accepts and sends.
+func GRPCServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxMessageBytes),
+		grpc.MaxSendMsgSize(MaxMessageBytes),
+	}
+}
+
+// SetExtraLatency adds d to every inference's infer stage from now on: a
+// step change for tests and the demo. Zero removes it.
+func (s *Server) SetExtraLatency(d time.Duration) {
+	s.extra.Store(int64(d))
+}
+
+// Close stops the faults and frees the leaked memory. It does not stop the
+// gRPC or HTTP servers, which belong to the caller.
+func (s *Server) Close() {
+	s.stopOnce.Do(func() { close(s.stop) })
+	s.bg.Wait()
+	s.leak.release()
+}
+
+// lookup finds a model by name and version ("" means the latest, here "1").
+func (s *Server) lookup(name, version string) *servedModel {
+	for _, m := range s.models {
+		if m.name == name && (version == "" || version == m.version) {
+			return m
+		}
+	}
+	return nil
+}

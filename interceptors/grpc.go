@@ -1,0 +1,141 @@
+package interceptors
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/status"
+
+	"github.com/inferwatch/inferwatch/inferapi"
+	"github.com/inferwatch/inferwatch/proto/inference"
+	"github.com/inferwatch/inferwatch/record"
+)
+
+// StatsHandler fills a record per RPC from grpc-go's stats events. Install it
+// with grpc.StatsHandler on a server or grpc.WithStatsHandler on a client.
+type StatsHandler struct {
+	pipeline *record.Pipeline
+}
+
+// NewStatsHandler returns a handler submitting records to p.
+func NewStatsHandler(p *record.Pipeline) *StatsHandler { return &StatsHandler{pipeline: p} }
+
+type rpcKey struct{}
+
+// rpcState is touched only by grpc-go's stats callbacks, which for one RPC
+// arrive in order from the goroutines serving it.
+type rpcState struct {
+	c *record.Call
+}
+
+// TagRPC starts the record.
+func (h *StatsHandler) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+	rt := inferapi.GRPCRoute(info.FullMethodName)
+	c := &record.Call{Start: time.Now(), Protocol: record.ProtocolGRPC, API: rt.API, Method: rt.Method, Model: rt.Model, Version: rt.Version}
+	return context.WithValue(ctx, rpcKey{}, &rpcState{c: c})
+}
+
+// HandleRPC records each event of the RPC.
+func (h *StatsHandler) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	st, ok := ctx.Value(rpcKey{}).(*rpcState)
+	if !ok {
+		return
+	}
+	c := st.c
+	at := func(t time.Time) time.Duration {
+		if d := t.Sub(c.Start); d > 0 {
+			return d
+		}
+		return 1 // reached, even if within the clock's resolution
+	}
+	switch e := s.(type) {
+	case *stats.Begin:
+		c.Start = e.BeginTime
+	case *stats.InPayload:
+		c.RequestMessages++
+		c.RequestBytes += int64(e.WireLength)
+		c.RequestEnd = at(e.RecvTime)
+		c.UpstreamSent = c.RequestEnd
+		c.UpstreamStart = c.RequestEnd
+		if c.RequestMessages == 1 {
+			if m, ok := e.Payload.(*inference.ModelInferRequest); ok {
+				fillRequest(c, m)
+			}
+		}
+	case *stats.OutHeader:
+		if c.FirstByte == 0 {
+			c.FirstByte = at(time.Now())
+		}
+	case *stats.OutPayload:
+		c.ResponseMessages++
+		c.ResponseBytes += int64(e.WireLength)
+		if c.FirstByte == 0 {
+			c.FirstByte = at(e.SentTime)
+		}
+		c.ResponseEnd = at(e.SentTime)
+		if c.ResponseMessages == 1 {
+			if m, ok := e.Payload.(*inference.ModelInferResponse); ok {
+				fillResponse(c, m)
+			}
+		}
+	case *stats.End:
+		c.End = at(e.EndTime)
+		if c.ResponseEnd == 0 {
+			c.ResponseEnd = c.End
+		}
+		c.Code = grpcCode(e.Error)
+		c.Stream = c.RequestMessages > 1 || c.ResponseMessages > 1
+		h.pipeline.Submit(c)
+	}
+}
+
+func grpcCode(err error) string {
+	if err == nil {
+		return "OK"
+	}
+	code := status.Code(err)
+	if n := int(code); n >= 0 && n < len(codeNames) {
+		return codeNames[n]
+	}
+	return "UNKNOWN"
+}
+
+var codeNames = [...]string{
+	"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+	"NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+	"FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
+	"INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+}
+
+func fillRequest(c *record.Call, m *inference.ModelInferRequest) {
+	c.Model, c.Version = m.ModelName, m.ModelVersion
+	for i, in := range m.Inputs {
+		t := record.Tensor{Name: in.Name, Datatype: in.Datatype, Shape: in.Shape}
+		if i < len(m.RawInputContents) {
+			t.Bytes = int64(len(m.RawInputContents[i]))
+		}
+		if i == 0 && len(in.Shape) > 0 {
+			c.BatchSize = int(in.Shape[0])
+		}
+		c.AddInput(t)
+	}
+}
+
+func fillResponse(c *record.Call, m *inference.ModelInferResponse) {
+	for i, out := range m.Outputs {
+		t := record.Tensor{Name: out.Name, Datatype: out.Datatype, Shape: out.Shape}
+		if i < len(m.RawOutputContents) {
+			t.Bytes = int64(len(m.RawOutputContents[i]))
+		}
+		c.AddOutput(t)
+	}
+}
+
+// TagConn is required by stats.Handler.
+func (h *StatsHandler) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+
+// HandleConn is required by stats.Handler.
+func (h *StatsHandler) HandleConn(context.Context, stats.ConnStats) {}

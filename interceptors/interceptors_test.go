@@ -1,0 +1,101 @@
+package interceptors
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/inferwatch/inferwatch/proto/inference"
+	"github.com/inferwatch/inferwatch/record"
+)
+
+type collector struct {
+	mu   sync.Mutex
+	recs []*record.Call
+}
+
+func (c *collector) Observe(r *record.Call) {
+	c.mu.Lock()
+	c.recs = append(c.recs, r)
+	c.mu.Unlock()
+}
+
+type echo struct {
+	inference.UnimplementedGRPCInferenceServiceServer
+}
+
+func (echo) ModelInfer(_ context.Context, r *inference.ModelInferRequest) (*inference.ModelInferResponse, error) {
+	time.Sleep(5 * time.Millisecond)
+	return &inference.ModelInferResponse{ModelName: r.ModelName, RawOutputContents: r.RawInputContents,
+		Outputs: []*inference.ModelInferResponse_InferOutputTensor{{Name: "y", Datatype: "UINT8", Shape: []int64{2, 8}}}}, nil
+}
+
+func TestStatsHandlerFillsRecord(t *testing.T) {
+	col := &collector{}
+	p := record.NewPipeline(16, col, nil)
+	s := grpc.NewServer(grpc.StatsHandler(NewStatsHandler(p)))
+	inference.RegisterGRPCInferenceServiceServer(s, echo{})
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	go s.Serve(l)
+	defer s.Stop()
+	cc, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	_, err = inference.NewGRPCInferenceServiceClient(cc).ModelInfer(context.Background(), &inference.ModelInferRequest{
+		ModelName: "m", ModelVersion: "2",
+		Inputs:           []*inference.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "UINT8", Shape: []int64{2, 8}}},
+		RawInputContents: [][]byte{make([]byte, 16)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.GracefulStop()
+	p.Close()
+	if len(col.recs) != 1 {
+		t.Fatalf("%d records", len(col.recs))
+	}
+	c := col.recs[0]
+	up, ok := c.Upstream()
+	if c.Model != "m" || c.Version != "2" || c.API != record.APIKServeV2 || c.Code != "OK" || c.BatchSize != 2 ||
+		c.Inputs[0].Bytes != 16 || c.OutputCount != 1 || !ok || up < 5*time.Millisecond {
+		t.Fatalf("record: %+v (upstream %v)", c, up)
+	}
+}
+
+func TestHTTPMiddleware(t *testing.T) {
+	col := &collector{}
+	p := record.NewPipeline(16, col, nil)
+	h := HTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		buf := make([]byte, 64)
+		for {
+			if _, err := r.Body.Read(buf); err != nil {
+				break
+			}
+		}
+		w.WriteHeader(http.StatusTeapot)
+		w.Write([]byte("ok"))
+	}), p, "")
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	res, err := http.Post(srv.URL+"/v2/models/mlp/infer", "application/json", strings.NewReader(`{"inputs":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	srv.Close()
+	p.Close()
+	c := col.recs[0]
+	if c.Model != "mlp" || c.Method != "infer" || c.Code != "418" || c.RequestBytes != 13 || c.ResponseBytes != 2 || c.RequestEnd == 0 {
+		t.Fatalf("record: %+v", c)
+	}
+}
