@@ -337,6 +337,9 @@ func TestGRPCTransparent(t *testing.T) {
 	if len(r.Stages) != 2 || r.Stages[1].Name != "infer" || r.Stages[1].Duration != 2250*time.Microsecond {
 		t.Errorf("server stages from the gRPC trailer: %+v", r.Stages)
 	}
+	if r.ClientRTT <= 0 || r.UpstreamRTT <= 0 {
+		t.Errorf("kernel RTTs not read: client %v, upstream %v", r.ClientRTT, r.UpstreamRTT)
+	}
 	if s := byName["infer 4 B"]; !s.DecodeRan || s.DecodeFail {
 		t.Errorf("sampled full decode did not run on a small call: %+v", s)
 	}
