@@ -59,7 +59,10 @@ type UpstreamTLS struct {
 
 // TritonStats polls the upstream's statistics extension.
 type TritonStats struct {
-	Enabled  *bool    `yaml:"enabled"` // default true for gRPC routes and http routes
+	// Enabled unset means automatic: poll each upstream host once, over its
+	// gRPC route when it has one, so a server fronted by both a gRPC and an
+	// HTTP route is not counted twice. true polls through this route always.
+	Enabled  *bool    `yaml:"enabled"`
 	Interval Duration `yaml:"interval"`
 }
 
@@ -113,6 +116,15 @@ func Load(path string) (Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		var ve *valueError
+		if errors.As(err, &ve) {
+			var root yaml.Node
+			if yaml.Unmarshal(b, &root) == nil {
+				if field := fieldAt(&root, ve.line, ve.column, ""); field != "" {
+					return cfg, fmt.Errorf("config %s: %s: %w", path, field, ve)
+				}
+			}
+		}
 		return cfg, fmt.Errorf("config %s: %w", path, err)
 	}
 	return cfg, nil
@@ -137,10 +149,6 @@ func (c *Config) Finish() {
 		if r.DialTimeout == 0 {
 			r.DialTimeout = Duration(time.Second)
 		}
-		if r.TritonStats.Enabled == nil {
-			on := true
-			r.TritonStats.Enabled = &on
-		}
 		if r.TritonStats.Interval == 0 {
 			r.TritonStats.Interval = Duration(5 * time.Second)
 		}
@@ -154,15 +162,62 @@ type Duration time.Duration
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	var s string
 	if err := n.Decode(&s); err != nil {
-		return fmt.Errorf("line %d: want a duration such as \"30s\": %w", n.Line, err)
+		return &valueError{line: n.Line, column: n.Column, err: fmt.Errorf("want a duration such as \"30s\": %w", err)}
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		return &valueError{line: n.Line, column: n.Column, err: err}
 	}
 	*d = Duration(v)
 	return nil
 }
 
+// valueError is a bad value at a place in the file; Load names its field.
+type valueError struct {
+	line, column int
+	err          error
+}
+
+func (e *valueError) Error() string { return fmt.Sprintf("line %d: %v", e.line, e.err) }
+func (e *valueError) Unwrap() error { return e.err }
+
 // D returns the time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// fieldAt returns the path ("routes[0].triton_stats.interval") of the value
+// at line:column, so an error about a value names its field.
+func fieldAt(n *yaml.Node, line, column int, prefix string) string {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if f := fieldAt(c, line, column, prefix); f != "" {
+				return f
+			}
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			path := k.Value
+			if prefix != "" {
+				path = prefix + "." + k.Value
+			}
+			if v.Line == line && v.Column == column {
+				return path
+			}
+			if f := fieldAt(v, line, column, path); f != "" {
+				return f
+			}
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			path := fmt.Sprintf("%s[%d]", prefix, i)
+			if c.Line == line && c.Column == column {
+				return path
+			}
+			if f := fieldAt(c, line, column, path); f != "" {
+				return f
+			}
+		}
+	}
+	return ""
+}

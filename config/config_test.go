@@ -44,7 +44,7 @@ push:
 	if c.DrainTimeout.D().Seconds() != 5 || len(c.Routes) != 2 || c.Routes[1].Name != "http-1" || c.Routes[1].UpstreamProtocol != "http1" {
 		t.Fatalf("unexpected config: %+v", c)
 	}
-	if c.Routes[0].MaxMessageBytes != DefaultMaxMessageBytes || !*c.Routes[0].TritonStats.Enabled {
+	if c.Routes[0].MaxMessageBytes != DefaultMaxMessageBytes || c.Routes[0].TritonStats.Enabled != nil {
 		t.Fatalf("route defaults not filled: %+v", c.Routes[0])
 	}
 }
@@ -54,7 +54,8 @@ func TestErrorsNameTheField(t *testing.T) {
 		name, yaml, want string
 	}{
 		{"unknown field", "routes:\n  - protocl: grpc\n", "protocl"},
-		{"bad duration", "drain_timeout: soon\n", "line 1"},
+		{"bad duration", "drain_timeout: soon\n", "drain_timeout: line 1"},
+		{"bad nested duration", "routes:\n  - protocol: grpc\n    triton_stats: {interval: 5x}\n", "routes[0].triton_stats.interval: line 3"},
 		{"no routes", "admin_listen: 127.0.0.1:1\n", "routes: no listen/upstream pair"},
 		{"bad protocol", "routes: [{protocol: udp, listen: ':1', upstream: 'h:2'}]\n", "routes[0] (udp-0).protocol"},
 		{"upstream without port", "routes: [{protocol: grpc, listen: ':1', upstream: 'h'}]\n", "routes[0] (grpc-0).upstream"},

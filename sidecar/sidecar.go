@@ -56,8 +56,9 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 
 	var listeners []proxy.Listener
 	var probes []proxy.Probe
-	for _, r := range cfg.Routes {
-		l, probe, poller, err := s.route(r)
+	poll := pollRoutes(cfg.Routes)
+	for i, r := range cfg.Routes {
+		l, probe, poller, err := s.route(r, poll[i])
 		if err != nil {
 			return nil, fmt.Errorf("route %s: %w", r.Name, err)
 		}
@@ -81,7 +82,34 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 	return s, nil
 }
 
-func (s *Sidecar) route(r config.Route) (proxy.Listener, proxy.Probe, *tritonstats.Poller, error) {
+// pollRoutes says which routes poll their upstream's statistics extension.
+// An explicit setting wins; otherwise each upstream host is polled once,
+// through its gRPC route if it has one, because the exported counters carry
+// the model, not the route, and two pollers of one server would count twice.
+func pollRoutes(routes []config.Route) []bool {
+	poll := make([]bool, len(routes))
+	covered := map[string]bool{}
+	for _, proto := range []string{"grpc", "http"} {
+		for i, r := range routes {
+			if r.Protocol != proto {
+				continue
+			}
+			host, _, _ := net.SplitHostPort(r.Upstream)
+			switch {
+			case r.TritonStats.Enabled != nil:
+				poll[i] = *r.TritonStats.Enabled
+			default:
+				poll[i] = !covered[host]
+			}
+			if poll[i] {
+				covered[host] = true
+			}
+		}
+	}
+	return poll
+}
+
+func (s *Sidecar) route(r config.Route, poll bool) (proxy.Listener, proxy.Probe, *tritonstats.Poller, error) {
 	var l proxy.Listener
 	var probe proxy.Probe
 	to := proxy.TransportOptions{DialTimeout: r.DialTimeout.D(), Protocol: proxy.UpstreamHTTP1}
@@ -124,7 +152,7 @@ func (s *Sidecar) route(r config.Route) (proxy.Listener, proxy.Probe, *tritonsta
 	}
 	probe = proxy.Probe{Name: r.Name, Upstream: r.Upstream, GRPC: r.Protocol == "grpc", TLS: to.TLS != nil, Kind: r.Readiness, Transport: tr}
 	var poller *tritonstats.Poller
-	if r.TritonStats.Enabled != nil && *r.TritonStats.Enabled {
+	if poll {
 		po := tritonstats.Options{Interval: r.TritonStats.Interval.D(), Set: s.metrics.Metrics(), MaxModels: s.cfg.Limits.MaxModels}
 		scheme := "http"
 		if to.TLS != nil {

@@ -47,15 +47,14 @@ func runDemo(args []string, out, logw io.Writer) error {
 	}
 	defer ms.stop()
 
-	on := true
 	cfg := config.Default()
 	cfg.AdminListen = *adminListen
 	cfg.LogLevel = *logLevel
 	cfg.DrainTimeout = config.Duration(5 * time.Second)
-	stats := config.TritonStats{Enabled: &on, Interval: config.Duration(*statsEvery)}
+	stats := config.TritonStats{Interval: config.Duration(*statsEvery)} // automatic: polled once, over gRPC
 	cfg.Routes = []config.Route{
 		{Name: "grpc", Protocol: "grpc", Listen: *grpcListen, Upstream: ms.grpcAddr, TritonStats: stats},
-		{Name: "http", Protocol: "http", Listen: *httpListen, Upstream: ms.httpAddr, TritonStats: config.TritonStats{Enabled: new(bool)}},
+		{Name: "http", Protocol: "http", Listen: *httpListen, Upstream: ms.httpAddr, TritonStats: stats},
 	}
 	cfg.Finish()
 	tbl := table.New(out)

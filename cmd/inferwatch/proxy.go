@@ -88,7 +88,10 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 		for k, v := range labels {
 			cfg.Push.ExtraLabels[k] = v
 		}
-		enabled := !*noStats
+		var statsEnabled *bool // nil: automatic, one poller per upstream host
+		if *noStats {
+			statsEnabled = new(bool)
+		}
 		add := func(proto, listen, up string) error {
 			if listen == "" && up == "" {
 				return nil
@@ -98,7 +101,7 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 			}
 			r := config.Route{Name: proto, Protocol: proto, Listen: listen, Upstream: up, MaxMessageBytes: *maxMsg,
 				APIHint: *apiHint, Readiness: *readiness,
-				TritonStats: config.TritonStats{Enabled: &enabled, Interval: config.Duration(*statsEvery)}}
+				TritonStats: config.TritonStats{Enabled: statsEnabled, Interval: config.Duration(*statsEvery)}}
 			if proto == "http" {
 				r.UpstreamProtocol = *httpUpProto
 			}
