@@ -8,11 +8,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/inferwatch/inferwatch/admin"
 	"github.com/inferwatch/inferwatch/config"
@@ -78,7 +81,12 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 		})
 	}
 	s.server = proxy.NewServer(logger, listeners...)
-	s.admin = admin.New(s.metrics.WritePrometheus, s.readiness.Ready)
+	s.admin = admin.New(func(w io.Writer) {
+		s.metrics.WritePrometheus(w)
+		// process_resident_memory_bytes and friends: the memory-growth rule
+		// in deploy/rules watches them.
+		metrics.WriteProcessMetrics(w)
+	}, s.readiness.Ready)
 	return s, nil
 }
 

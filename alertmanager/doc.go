@@ -1,0 +1,32 @@
+// Package alertmanager delivers the sidecar's alerts: to Alertmanager's v2
+// API (Client) and to a generic JSON webhook (Webhook). Both implement
+// alerting.Notifier and share one delivery machinery:
+//
+//   - Notify only enqueues and returns at once. Each destination URL has its
+//     own bounded queue, so one Alertmanager of an HA pair being down does
+//     not hold back the other. A full queue drops its oldest alert; a queued
+//     alert is replaced in place by a newer notification of the same alert
+//     (same labels), so re-sends of a firing alert while a destination is
+//     down do not fill the queue, and a resolve supersedes the firing it
+//     ends (and a new firing of the same labels supersedes an unsent
+//     resolve: the receiver then sees one continuous episode).
+//   - One worker per destination sends batches. A failed POST (network
+//     error, 5xx, 429) is retried with exponential backoff and jitter, a
+//     bounded number of times; other 4xx answers are not retried.
+//   - Everything is counted in inferwatch_notifications_total{notifier,result}:
+//     result="sent" for alerts a destination accepted; "failed" for alerts
+//     given up after the last attempt, refused by the destination (4xx), or
+//     invalid for it (a Client checks labels and annotations as
+//     Alertmanager does, so that one bad alert does not sink its batch);
+//     "dropped" for alerts never delivered because a queue was full or the
+//     notifier had stopped. Counts are per alert and per destination.
+//     Pending alerts are not sent.
+//   - Cancelling the constructor's context, or Close, stops the notifier: the
+//     workers keep sending what is queued for at most Options.FlushTimeout,
+//     then count the rest as dropped.
+//
+// Firing alerts go to Alertmanager with endsAt = now + ResolveTimeout, set
+// afresh on every attempt, so Alertmanager resolves them by itself when the
+// sidecar dies and stops re-sending; resolved alerts carry their resolve
+// time.
+package alertmanager
