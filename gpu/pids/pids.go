@@ -1,0 +1,343 @@
+// Package pids finds the processes behind an upstream, so that the GPU
+// sampler can tell the upstream's own GPU work from a neighbour's: from an
+// explicit list, from the socket listening on the upstream's port, or from
+// the cgroup (the container or pod) such a process lives in.
+//
+// It reads Linux's /proc and the cgroup v2 hierarchy and nothing else; PIDs
+// are as this process's PID namespace sees them.
+package pids
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// ErrNotFound says that nothing matched: no socket listening on the port,
+// or no process holding it.
+var ErrNotFound = errors.New("not found")
+
+// Spec says how to find the upstream's PIDs. The sources add up.
+type Spec struct {
+	PIDs   []int // explicit PIDs
+	Port   int   // TCP port the upstream listens on, in this network namespace; 0: none
+	Cgroup bool  // widen every PID found to all PIDs of its cgroup v2 subtree
+}
+
+// IsZero reports whether s names no source at all.
+func (s Spec) IsZero() bool { return len(s.PIDs) == 0 && s.Port == 0 }
+
+// Resolve returns the PIDs s describes, sorted and without duplicates. A
+// source that fails does not hide the others: what was found is returned
+// together with the joined errors.
+func (s Spec) Resolve() ([]int, error) {
+	found := slices.Clone(s.PIDs)
+	var errs []error
+	if s.Port != 0 {
+		p, err := ListeningPIDs(s.Port)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		found = append(found, p...)
+	}
+	if s.Cgroup {
+		seeds := slices.Clone(found)
+		done := make(map[string]bool) // cgroup directories already read
+		for _, pid := range seeds {
+			dir, err := cgroupDir(procRoot, pid)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if done[dir] {
+				continue
+			}
+			done[dir] = true
+			p, err := cgroupProcs(dir)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("PIDs of the cgroup of PID %d: %w", pid, err))
+			}
+			found = append(found, p...)
+		}
+	}
+	slices.Sort(found)
+	return slices.Compact(found), errors.Join(errs...)
+}
+
+// procRoot is where procfs is mounted; tests point the internal functions
+// at a fake tree instead.
+const procRoot = "/proc"
+
+// ListeningPIDs returns the PIDs of the processes that hold a TCP socket
+// listening on port (IPv4 or IPv6), sorted. Only this network namespace is
+// seen (/proc/net is the reader's), and only processes whose file
+// descriptors this process may read (root, or the same user).
+func ListeningPIDs(port int) ([]int, error) {
+	return listeningPIDs(procRoot, port)
+}
+
+func listeningPIDs(proc string, port int) ([]int, error) {
+	if port <= 0 || port > 65535 {
+		return nil, fmt.Errorf("listening PIDs: port %d out of range", port)
+	}
+	inodes := make(map[uint64]bool)
+	var readErrs []error
+	for _, f := range []string{"net/tcp", "net/tcp6"} {
+		err := listenInodes(filepath.Join(proc, f), port, inodes)
+		// tcp6 is missing on a kernel without IPv6; only both missing is fatal.
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("listening PIDs for port %d: %w", port, err)
+		}
+		if err != nil {
+			readErrs = append(readErrs, err)
+		}
+	}
+	if len(readErrs) == 2 {
+		return nil, fmt.Errorf("listening PIDs for port %d: %w", port, errors.Join(readErrs...))
+	}
+	if len(inodes) == 0 {
+		return nil, fmt.Errorf("listening PIDs: no TCP socket listening on port %d: %w", port, ErrNotFound)
+	}
+	pids, denied, err := socketOwners(proc, inodes)
+	if err != nil {
+		return nil, fmt.Errorf("listening PIDs for port %d: %w", port, err)
+	}
+	if len(pids) == 0 {
+		if denied > 0 {
+			return nil, fmt.Errorf("listening PIDs: a socket listens on port %d but no readable process holds it (%d processes' descriptors not readable: run as root or as the upstream's user): %w", port, denied, ErrNotFound)
+		}
+		return nil, fmt.Errorf("listening PIDs: a socket listens on port %d but no process holds it: %w", port, ErrNotFound)
+	}
+	return pids, nil
+}
+
+// tcpListen is the kernel's TCP_LISTEN state as /proc/net/tcp prints it.
+const tcpListen = "0A"
+
+// listenInodes adds to inodes the socket inodes of the table at path (the
+// format of /proc/net/tcp and tcp6) that listen on port.
+func listenInodes(path string, port int, inodes map[uint64]bool) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Scan() // header
+	for sc.Scan() {
+		// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ...
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 10 || fields[3] != tcpListen {
+			continue
+		}
+		_, hexPort, ok := strings.Cut(fields[1], ":")
+		if !ok {
+			continue
+		}
+		p, err := strconv.ParseUint(hexPort, 16, 16)
+		if err != nil || int(p) != port {
+			continue
+		}
+		ino, err := strconv.ParseUint(fields[9], 10, 64)
+		if err != nil || ino == 0 {
+			continue
+		}
+		inodes[ino] = true
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	return nil
+}
+
+// socketOwners scans proc/*/fd for links to "socket:[inode]" and returns the
+// PIDs holding any of inodes, sorted, and how many processes' descriptors
+// could not be read for lack of permission.
+func socketOwners(proc string, inodes map[uint64]bool) (pids []int, denied int, err error) {
+	ents, err := os.ReadDir(proc)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list %s: %w", proc, err)
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 0 {
+			continue
+		}
+		fdDir := filepath.Join(proc, e.Name(), "fd")
+		fds, err := os.ReadDir(fdDir)
+		if err != nil {
+			// A process that exited meanwhile is simply gone.
+			if errors.Is(err, fs.ErrPermission) {
+				denied++
+			}
+			continue
+		}
+		for _, fd := range fds {
+			target, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
+			if err != nil {
+				continue
+			}
+			rest, ok := strings.CutPrefix(target, "socket:[")
+			if !ok {
+				continue
+			}
+			ino, err := strconv.ParseUint(strings.TrimSuffix(rest, "]"), 10, 64)
+			if err == nil && inodes[ino] {
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	slices.Sort(pids) // ReadDir sorts by name, not number
+	return pids, denied, nil
+}
+
+// CgroupPIDs returns every PID in the cgroup v2 of pid and in the cgroups
+// below it, sorted: for a process of a container, the container's processes.
+// The unified (v2) hierarchy is found through /proc/self/mountinfo, so a
+// hybrid host that mounts it at /sys/fs/cgroup/unified works too.
+func CgroupPIDs(pid int) ([]int, error) {
+	dir, err := cgroupDir(procRoot, pid)
+	if err != nil {
+		return nil, err
+	}
+	p, err := cgroupProcs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("PIDs of the cgroup of PID %d: %w", pid, err)
+	}
+	return p, nil
+}
+
+// cgroupDir returns the directory of pid's cgroup v2.
+func cgroupDir(proc string, pid int) (string, error) {
+	mount, root, err := cgroup2Mount(filepath.Join(proc, "self", "mountinfo"))
+	if err != nil {
+		return "", fmt.Errorf("cgroup of PID %d: %w", pid, err)
+	}
+	rel, err := cgroupPath(filepath.Join(proc, strconv.Itoa(pid), "cgroup"))
+	if err != nil {
+		return "", fmt.Errorf("cgroup of PID %d: %w", pid, err)
+	}
+	// The mount shows the hierarchy from root down; outside a cgroup
+	// namespace /proc/PID/cgroup names the full path, so cut root off.
+	if root != "/" {
+		r, ok := strings.CutPrefix(rel, root)
+		if !ok || (r != "" && !strings.HasPrefix(r, "/")) {
+			return "", fmt.Errorf("cgroup of PID %d: %s is outside the mounted subtree %s", pid, rel, root)
+		}
+		rel = r
+	}
+	return filepath.Join(mount, filepath.FromSlash(rel)), nil
+}
+
+// cgroup2Mount returns the mount point and the root of the first cgroup2
+// mount in a mountinfo file.
+func cgroup2Mount(mountinfo string) (mount, root string, err error) {
+	f, err := os.Open(mountinfo)
+	if err != nil {
+		return "", "", err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		// id parent major:minor root mountpoint options [optional...] - fstype source superoptions
+		pre, post, ok := strings.Cut(sc.Text(), " - ")
+		if !ok {
+			continue
+		}
+		fields, after := strings.Fields(pre), strings.Fields(post)
+		if len(fields) < 5 || len(after) < 1 || after[0] != "cgroup2" {
+			continue
+		}
+		return unescapeMount(fields[4]), unescapeMount(fields[3]), nil
+	}
+	if err := sc.Err(); err != nil {
+		return "", "", fmt.Errorf("read %s: %w", mountinfo, err)
+	}
+	return "", "", errors.New("no cgroup v2 hierarchy mounted")
+}
+
+// unescapeMount undoes mountinfo's octal escapes of space, tab, newline and
+// backslash.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// cgroupPath returns the v2 path ("0::/...") of a /proc/PID/cgroup file.
+func cgroupPath(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s has no cgroup v2 entry (0::)", file)
+}
+
+// maxCgroupDirs bounds the walk below a cgroup: a pod has a handful of
+// containers, and a runaway tree must not stall the sampler.
+const maxCgroupDirs = 1024
+
+// cgroupProcs reads cgroup.procs of dir and of every cgroup below it: in
+// cgroup v2 processes live in the leaves, so a pod's cgroup lists none of
+// its own.
+func cgroupProcs(dir string) ([]int, error) {
+	var pids []int
+	n := 0
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if path == dir {
+				return err
+			}
+			return nil // a cgroup removed during the walk
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		if n++; n > maxCgroupDirs {
+			return fs.SkipAll
+		}
+		b, err := os.ReadFile(filepath.Join(path, "cgroup.procs"))
+		if err != nil {
+			if path == dir {
+				return err
+			}
+			return nil
+		}
+		for f := range strings.FieldsSeq(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+				pids = append(pids, pid)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(pids)
+	return slices.Compact(pids), nil
+}
