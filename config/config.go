@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/inferwatch/inferwatch/alerting"
 )
 
 // Config is the whole sidecar.
@@ -23,6 +25,16 @@ type Config struct {
 	Routes       []Route  `yaml:"routes"`
 	Push         Push     `yaml:"push"`
 	Limits       Limits   `yaml:"limits"`
+	Alerting     Alerting `yaml:"alerting"`
+}
+
+// Alerting is the live window statistics and the seed's rules over them.
+type Alerting struct {
+	Window           Duration        `yaml:"window"`            // statistics window, default 10s
+	Resend           Duration        `yaml:"resend"`            // re-send of firing alerts, default 1m
+	Rules            alerting.Config `yaml:"rules"`             // thresholds: defaults and per model (sla, p99_factor, ...)
+	AlertmanagerURLs []string        `yaml:"alertmanager_urls"` // base URLs; alerts go to {url}/api/v2/alerts
+	WebhookURL       string          `yaml:"webhook_url"`       // a generic JSON webhook
 }
 
 // Route is one listen/upstream pair.
@@ -96,6 +108,7 @@ func Default() Config {
 		DrainTimeout: Duration(30 * time.Second),
 		LogLevel:     "info",
 		Push:         Push{Interval: Duration(10 * time.Second)},
+		Alerting:     Alerting{Window: Duration(10 * time.Second), Resend: Duration(time.Minute)},
 		Limits: Limits{
 			MaxModels:      100,
 			CaptureBytes:   1 << 20,

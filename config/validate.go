@@ -101,8 +101,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.Push.URL != "" {
-		u, err := url.Parse(c.Push.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if !httpURL(c.Push.URL) {
 			bad("push.url", "%q is not an http(s) URL", c.Push.URL)
 		}
 		if c.Push.Interval <= 0 {
@@ -113,6 +112,20 @@ func (c *Config) Validate() error {
 		if !labelName.MatchString(k) {
 			bad("push.extra_labels", "%q is not a valid label name", k)
 		}
+	}
+	if c.Alerting.Window <= 0 {
+		bad("alerting.window", "must be positive")
+	}
+	if c.Alerting.Resend <= 0 {
+		bad("alerting.resend", "must be positive")
+	}
+	for i, u := range c.Alerting.AlertmanagerURLs {
+		if !httpURL(u) {
+			bad(fmt.Sprintf("alerting.alertmanager_urls[%d]", i), "%q is not an http(s) URL", u)
+		}
+	}
+	if c.Alerting.WebhookURL != "" && !httpURL(c.Alerting.WebhookURL) {
+		bad("alerting.webhook_url", "%q is not an http(s) URL", c.Alerting.WebhookURL)
 	}
 	l := c.Limits
 	if l.MaxModels < 1 {
@@ -159,4 +172,9 @@ func checkFile(bad func(string, string, ...any), field, path string) {
 	if _, err := os.Stat(path); err != nil {
 		bad(field, "%v", err)
 	}
+}
+
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }

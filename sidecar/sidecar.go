@@ -18,11 +18,14 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/inferwatch/inferwatch/admin"
+	"github.com/inferwatch/inferwatch/alerting"
+	"github.com/inferwatch/inferwatch/alertmanager"
 	"github.com/inferwatch/inferwatch/config"
 	"github.com/inferwatch/inferwatch/metricset"
 	"github.com/inferwatch/inferwatch/proxy"
 	"github.com/inferwatch/inferwatch/record"
 	"github.com/inferwatch/inferwatch/tritonstats"
+	"github.com/inferwatch/inferwatch/windowstats"
 )
 
 // Sidecar is one assembled inferwatch.
@@ -38,6 +41,10 @@ type Sidecar struct {
 	admin     *admin.Server
 	adminSrv  *http.Server
 	adminLn   net.Listener
+	engine    *alerting.Engine
+	notifiers []closer
+	bg        context.Context // lives from New to Shutdown: notifier workers
+	bgCancel  context.CancelFunc
 
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -53,8 +60,13 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 		return nil, fmt.Errorf("push.extra_labels: %w", err)
 	}
 	s := &Sidecar{cfg: cfg, logger: logger, serveErr: make(chan error, 1)}
+	s.bg, s.bgCancel = context.WithCancel(context.Background())
 	s.metrics = metricset.New(metricset.Options{MaxModels: cfg.Limits.MaxModels})
-	sinks := append(record.Sinks{s.metrics}, extra...)
+	if err := s.newEngine(); err != nil {
+		s.bgCancel()
+		return nil, err
+	}
+	sinks := append(record.Sinks{s.metrics, s.engine}, extra...)
 	s.pipeline = record.NewPipeline(cfg.Limits.PipelineQueue, sinks, s.metrics.RecordDropped)
 
 	var listeners []proxy.Listener
@@ -63,6 +75,7 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 	for i, r := range cfg.Routes {
 		l, probe, poller, err := s.route(r, poll[i])
 		if err != nil {
+			s.bgCancel()
 			return nil, fmt.Errorf("route %s: %w", r.Name, err)
 		}
 		listeners = append(listeners, l)
@@ -87,7 +100,65 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 		// in deploy/rules watches them.
 		metrics.WriteProcessMetrics(w)
 	}, s.readiness.Ready)
+	s.admin.HandleJSON("/api/v1/stats", func(*http.Request) any { return s.engine.Stats() })
+	s.admin.HandleJSON("/api/v1/alerts", func(*http.Request) any { return s.engine.Alerts() })
 	return s, nil
+}
+
+type closer interface{ Close() error }
+
+// newEngine builds the live window statistics and alert rules, and the
+// notifiers they report to.
+func (s *Sidecar) newEngine() error {
+	a := s.cfg.Alerting
+	var notifiers []alerting.Notifier
+	no := alertmanager.Options{Metrics: s.metrics.Metrics(), Logger: s.logger}
+	if len(a.AlertmanagerURLs) > 0 {
+		no.ResolveTimeout = 4 * a.Resend.D()
+		c, err := alertmanager.NewClient(s.bg, a.AlertmanagerURLs, no)
+		if err != nil {
+			return fmt.Errorf("alerting.alertmanager_urls: %w", err)
+		}
+		notifiers = append(notifiers, c)
+		s.notifiers = append(s.notifiers, c)
+	}
+	if a.WebhookURL != "" {
+		w, err := alertmanager.NewWebhook(s.bg, a.WebhookURL, alertmanager.Options{Metrics: s.metrics.Metrics(), Logger: s.logger})
+		if err != nil {
+			return fmt.Errorf("alerting.webhook_url: %w", err)
+		}
+		notifiers = append(notifiers, w)
+		s.notifiers = append(s.notifiers, w)
+	}
+	eng, err := alerting.NewEngine(alerting.Options{
+		Stats:     windowstats.Options{Window: a.Window.D(), MaxModels: s.cfg.Limits.MaxModels},
+		Config:    a.Rules,
+		Metrics:   s.metrics.Metrics(),
+		Notifiers: notifiers,
+		InFlight: func(string, string) int64 {
+			var n int64
+			for _, h := range s.handlers {
+				n += h.InFlight()
+			}
+			return n
+		},
+		Labels:       s.cfg.Push.ExtraLabels,
+		GeneratorURL: "http://" + s.cfg.AdminListen + "/api/v1/alerts",
+		Resend:       a.Resend.D(),
+	})
+	if err != nil {
+		return fmt.Errorf("alerting.rules: %w", err)
+	}
+	s.engine = eng
+	// The SLAs also go out as a series, so the Prometheus rules in
+	// deploy/rules judge against the same numbers.
+	for model, t := range a.Rules.Models {
+		if t.SLA > 0 {
+			sla := t.SLA.Seconds()
+			s.metrics.Metrics().NewGauge(fmt.Sprintf(`inferwatch_model_sla_seconds{model=%q}`, metricset.SanitizeLabelValue(model)), func() float64 { return sla })
+		}
+	}
+	return nil
 }
 
 // pollRoutes says which routes poll their upstream's statistics extension.
@@ -202,7 +273,11 @@ func (s *Sidecar) Start(ctx context.Context) error {
 		}
 	}
 	s.adminSrv = &http.Server{Handler: s.admin, ReadHeaderTimeout: 5 * time.Second}
-	s.wg.Add(2 + len(s.pollers))
+	s.wg.Add(3 + len(s.pollers))
+	go func() {
+		defer s.wg.Done()
+		s.engine.Run(ctx)
+	}()
 	go func() {
 		defer s.wg.Done()
 		if err := s.adminSrv.Serve(al); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -242,6 +317,9 @@ func (s *Sidecar) Metrics() *metricset.Set { return s.metrics }
 // Admin returns the admin handler, for features that add endpoints.
 func (s *Sidecar) Admin() *admin.Server { return s.admin }
 
+// Engine returns the live window statistics and alert rules.
+func (s *Sidecar) Engine() *alerting.Engine { return s.engine }
+
 // Pollers returns the Triton statistics pollers.
 func (s *Sidecar) Pollers() []*tritonstats.Poller { return s.pollers }
 
@@ -276,6 +354,10 @@ func (s *Sidecar) Shutdown(ctx context.Context) error {
 	for _, p := range s.pollers {
 		p.Close()
 	}
+	for _, n := range s.notifiers {
+		n.Close() // flushes what it can within its own timeout
+	}
+	s.bgCancel()
 	if err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}

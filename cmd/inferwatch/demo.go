@@ -8,14 +8,17 @@ import (
 	"io"
 	"os/signal"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/inferwatch/inferwatch/alerting"
 	"github.com/inferwatch/inferwatch/config"
 	"github.com/inferwatch/inferwatch/demo/loadgen"
 	"github.com/inferwatch/inferwatch/demo/modelserver"
 	"github.com/inferwatch/inferwatch/demo/table"
 	"github.com/inferwatch/inferwatch/sidecar"
+	"github.com/inferwatch/inferwatch/windowstats"
 )
 
 // runDemo starts the embedded model server, the sidecar in front of it, and
@@ -31,6 +34,12 @@ func runDemo(args []string, out, logw io.Writer) error {
 	workers := fs.Int("workers", 2, "model server executions at once")
 	statsEvery := fs.Duration("triton-stats-interval", 2*time.Second, "statistics-extension poll interval")
 	logLevel := fs.String("log-level", "warn", "sidecar log level")
+	window := fs.Duration("window", 10*time.Second, "window statistics window length (alerts evaluate per window)")
+	sla := fs.Duration("sla", 25*time.Millisecond, "latency SLA of mnist-mlp for LatencyMeanOverSLA")
+	stepAt := fs.Duration("inject-step-at", 0, "after this long, the model server's latency steps up by --step-extra for good (0: never)")
+	stepExtra := fs.Duration("step-extra", 20*time.Millisecond, "the step's added latency")
+	var amURLs listFlag
+	fs.Var(&amURLs, "alertmanager-url", "Alertmanager base URL to send alerts to (repeatable)")
 	faults := faultFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -56,6 +65,9 @@ func runDemo(args []string, out, logw io.Writer) error {
 		{Name: "grpc", Protocol: "grpc", Listen: *grpcListen, Upstream: ms.grpcAddr, TritonStats: stats},
 		{Name: "http", Protocol: "http", Listen: *httpListen, Upstream: ms.httpAddr, TritonStats: stats},
 	}
+	cfg.Alerting.Window = config.Duration(*window)
+	cfg.Alerting.AlertmanagerURLs = amURLs
+	cfg.Alerting.Rules.Models = map[string]alerting.Thresholds{"mnist-mlp": {SLA: *sla}}
 	cfg.Finish()
 	tbl := table.New(out)
 	sc, err := sidecar.New(cfg, logger, tbl)
@@ -78,6 +90,21 @@ func runDemo(args []string, out, logw io.Writer) error {
 	tbl.AddSection("Triton statistics (model server's own view, last poll interval)", func() []string {
 		return tritonLines(sc)
 	})
+	tbl.AddSection(fmt.Sprintf("Window statistics (last closed %v window; EMA τ=1m; slope of latency against QPS)", *window), func() []string {
+		return windowLines(sc.Engine().Stats())
+	})
+	tbl.AddSection("Alerts (also at "+adminURL+"/api/v1/alerts)", func() []string {
+		return alertLines(sc.Engine().Alerts())
+	})
+	if *stepAt > 0 {
+		go func() {
+			select {
+			case <-time.After(*stepAt):
+				ms.SetExtraLatency(*stepExtra)
+			case <-ctx.Done():
+			}
+		}()
+	}
 	faultLine := describeFaults(f)
 	go tbl.Run(ctx, *every, func() []string {
 		return []string{
@@ -141,6 +168,47 @@ func tritonLines(sc *sidecar.Sidecar) []string {
 	}
 	if len(lines) == 0 {
 		lines = append(lines, "(waiting for two polls)")
+	}
+	return lines
+}
+
+// windowLines renders the last closed window of every model.
+func windowLines(views []windowstats.ModelView) []string {
+	ms := func(s float64) string { return fmt.Sprintf("%.2f", s*1000) }
+	rows := []string{fmt.Sprintf("%-10s %7s %6s %8s %8s %8s %8s %9s %12s", "MODEL", "WINDOW", "QPS", "EMA", "P50", "P99", "P99.9", "STDDEV", "SLOPE ms/qps")}
+	for _, v := range views {
+		w := v.Previous
+		if w.Count == 0 {
+			continue
+		}
+		slope := "-"
+		if w.Fit.OK {
+			slope = fmt.Sprintf("%.4f", w.Fit.Slope*1000)
+		}
+		rows = append(rows, fmt.Sprintf("%-10s %7s %6.0f %8s %8s %8s %8s %9s %12s", v.Model, w.Start.Format("15:04:05"), w.QPS,
+			ms(w.EMA), ms(w.P50), ms(w.P99), ms(w.P999), ms(w.StdDev), slope))
+	}
+	if len(rows) == 1 {
+		rows = append(rows, "(waiting for the first window to close)")
+	}
+	return rows
+}
+
+// alertLines renders active and recently resolved alerts.
+func alertLines(alerts []alerting.Alert) []string {
+	var lines []string
+	for _, a := range alerts {
+		line := fmt.Sprintf("%-8s %-30s %-10s since %s  %s", a.State, a.Labels["alertname"], a.Labels["model"], a.StartsAt.Format("15:04:05"), a.Annotations["summary"])
+		if a.State == alerting.StateResolved {
+			line += "  (resolved " + a.EndsAt.Format("15:04:05") + ")"
+		}
+		lines = append(lines, line)
+		if a.Snapshot != nil && len(a.Snapshot.Moved) > 0 {
+			lines = append(lines, "         root cause: moved most: "+strings.Join(a.Snapshot.Moved, ", "))
+		}
+	}
+	if len(lines) == 0 {
+		lines = append(lines, "(none)")
 	}
 	return lines
 }

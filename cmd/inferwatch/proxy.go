@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/inferwatch/inferwatch/alerting"
 	"github.com/inferwatch/inferwatch/config"
 	"github.com/inferwatch/inferwatch/sidecar"
 )
@@ -51,6 +52,12 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 		decode      = fs.Float64("decode-sample", 0.01, "share of gRPC infer calls fully decoded to price deserialization")
 		logLevel    = fs.String("log-level", "info", "debug, info, warn or error")
 	)
+	var amURLs listFlag
+	fs.Var(&amURLs, "alertmanager-url", "Alertmanager base URL to send alerts to (repeatable, e.g. http://alertmanager:9093)")
+	webhook := fs.String("alert-webhook-url", "", "generic JSON webhook for alerts")
+	window := fs.Duration("window", 10*time.Second, "window statistics window length")
+	slas := labelFlags{}
+	fs.Var(slas, "sla", "model=duration: the model's latency SLA (repeatable), e.g. mnist-mlp=50ms")
 	labels := labelFlags{}
 	fs.Var(labels, "push-extra-label", "name=value added to pushed series (repeatable); POD_NAME and POD_NAMESPACE from the environment become pod and namespace")
 	return func() (config.Config, error) {
@@ -88,6 +95,23 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 		for k, v := range labels {
 			cfg.Push.ExtraLabels[k] = v
 		}
+		cfg.Alerting.AlertmanagerURLs = append(cfg.Alerting.AlertmanagerURLs, amURLs...)
+		if *webhook != "" {
+			cfg.Alerting.WebhookURL = *webhook
+		}
+		pick("window", func() { cfg.Alerting.Window = config.Duration(*window) })
+		for model, v := range slas {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return cfg, fmt.Errorf("--sla %s=%s: want a positive duration such as 50ms", model, v)
+			}
+			if cfg.Alerting.Rules.Models == nil {
+				cfg.Alerting.Rules.Models = map[string]alerting.Thresholds{}
+			}
+			t := cfg.Alerting.Rules.Models[model]
+			t.SLA = d
+			cfg.Alerting.Rules.Models[model] = t
+		}
 		var statsEnabled *bool // nil: automatic, one poller per upstream host
 		if *noStats {
 			statsEnabled = new(bool)
@@ -115,6 +139,12 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 		return cfg, cfg.Validate()
 	}
 }
+
+// listFlag collects a repeated flag's values.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 func runProxy(args []string, logw io.Writer) error {
 	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
