@@ -1,15 +1,12 @@
 package metricset
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
 	"sort"
 	"strconv"
 	"testing"
@@ -97,8 +94,7 @@ func TestPushToVictoriaMetrics(t *testing.T) {
 func startVictoriaMetrics(t *testing.T, bin string) string {
 	t.Helper()
 	addr := testenv.FreeAddr(t)
-	var logs bytes.Buffer
-	cmd := exec.Command(bin,
+	p := testenv.Start(t, bin,
 		"-httpListenAddr="+addr,
 		"-storageDataPath="+t.TempDir(),
 		"-retentionPeriod=1d",
@@ -106,42 +102,8 @@ func startVictoriaMetrics(t *testing.T, bin string) string {
 		"-search.disableCache",
 		"-loggerLevel=ERROR",
 	)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }() //nolint:errcheck // exit status after a signal is expected
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt) //nolint:errcheck
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill() //nolint:errcheck
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("victoria-metrics output:\n%s", logs.String())
-		}
-	})
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return addr
-			}
-		}
-		select {
-		case <-done:
-			t.Fatalf("victoria-metrics exited early:\n%s", logs.String())
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("victoria-metrics not healthy on %s after 15s:\n%s", addr, logs.String())
-		}
-	}
+	testenv.WaitHTTP(t, p, "http://"+addr+"/health", 15*time.Second)
+	return addr
 }
 
 // queryScalar runs an instant query expected to yield at most one series.

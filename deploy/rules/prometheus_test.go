@@ -2,7 +2,6 @@ package rules
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -10,7 +9,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -156,48 +154,14 @@ scrape_configs:
 	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
-	cmd := exec.Command(bin,
+	p := testenv.Start(t, bin,
 		"--config.file="+config,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr,
 		"--log.level=warn",
 	)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }() //nolint:errcheck // exit status after a signal is expected
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt) //nolint:errcheck
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill() //nolint:errcheck
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("prometheus output:\n%s", logs.String())
-		}
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if resp, err := http.Get("http://" + addr + "/-/ready"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return addr
-			}
-		}
-		select {
-		case <-done:
-			t.Fatalf("prometheus exited early:\n%s", logs.String())
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus not ready on %s after 20s:\n%s", addr, logs.String())
-		}
-	}
+	testenv.WaitHTTP(t, p, "http://"+addr+"/-/ready", 20*time.Second)
+	return addr
 }
 
 // waitFor polls an instant query expected to give at most one series until
