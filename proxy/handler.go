@@ -32,6 +32,10 @@ type Options struct {
 	APIHint         string  // "tfserving" or "kserve_v1" for /v1/models/{m}:predict
 
 	UpstreamRTT func() time.Duration // kernel RTT of the upstream connections, if known
+
+	// Trace, if set, reads and rewrites the trace context (W3C, B3) of every call
+	// (see TraceContext): the one change the proxy makes to forwarded bytes.
+	Trace TraceContext
 }
 
 // Handler proxies every request to one upstream and records each call.
@@ -118,6 +122,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			cl.deadline = start.Add(d)
 		}
 	}
+	if h.o.Trace != nil {
+		h.o.Trace.Start(c, h.o.Route, r.Header)
+	}
 	out := h.outgoing(ctx, r, cl.body)
 
 	c.UpstreamStart = time.Since(start)
@@ -138,7 +145,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // outgoing builds the upstream request: same method, path, query, headers
-// (less hop-by-hop), host and body; nothing added.
+// (less hop-by-hop; traceparent and tracestate as the trace hook set them),
+// host and body; nothing else added.
 func (h *Handler) outgoing(ctx context.Context, r *http.Request, body *requestBody) *http.Request {
 	out := r.WithContext(ctx)
 	u := *r.URL

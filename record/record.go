@@ -113,6 +113,24 @@ type Call struct {
 	ClientRTT   time.Duration // kernel's smoothed RTT of the client connection (TCP_INFO), 0 if unknown
 	UpstreamRTT time.Duration // the same for the upstream connection
 
+	// Trace context, filled at header time by the front's trace hook (zero
+	// when tracing is off). TraceID and SpanID name the sidecar's span for the
+	// call; ParentSpanID is the client's span, zero when the sidecar started
+	// the trace; UpstreamSpanID is the sidecar's client span towards the
+	// upstream, sent to it as the parent in traceparent.
+	TraceID        [16]byte
+	SpanID         [8]byte
+	ParentSpanID   [8]byte
+	UpstreamSpanID [8]byte
+	TraceSampled   bool   // the head decision
+	TraceState     string // tracestate as sent upstream
+	// TraceRoute and TraceModel are the sampling key the head decision was
+	// made on (the model is known at header time only from an HTTP path);
+	// TraceProbability is the head probability that decision used.
+	TraceRoute       string
+	TraceModel       string
+	TraceProbability float64
+
 	// Deferred is work a front put off the data path (a sampled full decode
 	// of a captured payload); the Pipeline runs it before the sinks.
 	Deferred func(c *Call)

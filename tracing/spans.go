@@ -1,0 +1,495 @@
+package tracing
+
+import (
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/inferwatch/inferwatch/record"
+	"github.com/inferwatch/inferwatch/sampling"
+)
+
+// maxStageSpans bounds the server-reported stage spans of one call.
+const maxStageSpans = 32
+
+// Attribute keys of our own.
+const (
+	attrRoute         = "inference.route"
+	attrModel         = "inference.model"
+	attrVersion       = "inference.version"
+	attrAPI           = "inference.api"
+	attrMethod        = "inference.method"
+	attrProtocol      = "inference.protocol"
+	attrStream        = "inference.stream"
+	attrBatch         = "inference.batch_size"
+	attrInputCount    = "inference.input_count"
+	attrOutputCount   = "inference.output_count"
+	attrInputs        = "inference.inputs"
+	attrOutputs       = "inference.outputs"
+	attrRequestBytes  = "inference.request_bytes"
+	attrResponseBytes = "inference.response_bytes"
+	attrRequestMsgs   = "inference.request_messages"
+	attrResponseMsgs  = "inference.response_messages"
+	attrErrorKind     = "inference.error_kind"
+	attrDecodeFailed  = "inference.decode_failed"
+	attrClientRTT     = "inference.client_rtt_ms"
+	attrUpstreamRTT   = "inference.upstream_rtt_ms"
+	attrDeferred      = "inference.deferred"
+	attrStageSource   = "inference.stage.source"
+	attrStageReported = "inference.stage.reported_ms"
+	attrUpstreamPhase = "inference.phase.upstream_ms"
+	attrTail          = sampling.TailAttribute
+	attrProbability   = "sampling.head_probability"
+)
+
+// spanData is one span as the tracer builds it: what the exporter reads
+// (through readOnly) and what the in-memory store keeps.
+type spanData struct {
+	name   string
+	id     [8]byte
+	parent [8]byte // zero: a root
+	kind   trace.SpanKind
+	start  time.Time
+	end    time.Time
+	attrs  []attribute.KeyValue
+	status codes.Code
+	desc   string
+}
+
+// callSpans is the spans of one call, the call span first, with what the
+// trace's context and export need.
+type callSpans struct {
+	traceID    [16]byte
+	flags      trace.TraceFlags
+	state      trace.TraceState
+	remote     bool // the call span's parent is the client's
+	upstreamID [8]byte
+	spans      []spanData
+}
+
+var grpcMethods = map[string]string{
+	"infer":           "ModelInfer",
+	"stream_infer":    "ModelStreamInfer",
+	"model_metadata":  "ModelMetadata",
+	"model_ready":     "ModelReady",
+	"server_live":     "ServerLive",
+	"server_ready":    "ServerReady",
+	"server_metadata": "ServerMetadata",
+	"statistics":      "ModelStatistics",
+}
+
+const kserveGRPCService = "inference.GRPCInferenceService"
+
+// grpcStatusCodes maps gRPC status code names to their numbers.
+var grpcStatusCodes = map[string]int{
+	"OK": 0, "CANCELLED": 1, "UNKNOWN": 2, "INVALID_ARGUMENT": 3, "DEADLINE_EXCEEDED": 4,
+	"NOT_FOUND": 5, "ALREADY_EXISTS": 6, "PERMISSION_DENIED": 7, "RESOURCE_EXHAUSTED": 8,
+	"FAILED_PRECONDITION": 9, "ABORTED": 10, "OUT_OF_RANGE": 11, "UNIMPLEMENTED": 12,
+	"INTERNAL": 13, "UNAVAILABLE": 14, "DATA_LOSS": 15, "UNAUTHENTICATED": 16,
+}
+
+// httpRoute derives the HTTP method and route template of a recognised HTTP
+// call from its API and method: the record keeps no path, and the route
+// fixes both for every recognised form. ok is false for unknown calls.
+func httpRoute(c *record.Call) (method, route string, ok bool) {
+	ver := func(s string) string {
+		if c.Version != "" {
+			return s
+		}
+		return ""
+	}
+	switch c.API {
+	case record.APIKServeV2:
+		switch c.Method {
+		case "infer":
+			return "POST", "/v2/models/{model}" + ver("/versions/{version}") + "/infer", true
+		case "model_metadata":
+			return "GET", "/v2/models/{model}" + ver("/versions/{version}"), true
+		case "model_ready":
+			return "GET", "/v2/models/{model}" + ver("/versions/{version}") + "/ready", true
+		case "statistics":
+			if c.Model == "" {
+				return "GET", "/v2/models/stats", true
+			}
+			return "GET", "/v2/models/{model}" + ver("/versions/{version}") + "/stats", true
+		case "server_live":
+			return "GET", "/v2/health/live", true
+		case "server_ready":
+			return "GET", "/v2/health/ready", true
+		case "server_metadata":
+			return "GET", "/v2", true
+		}
+	case record.APIKServeV1, record.APITFServing:
+		base := "/v1/models/{model}" + ver("/versions/{version}")
+		switch c.Method {
+		case "predict", "explain", "classify", "regress":
+			return "POST", base + ":" + c.Method, true
+		case "model_ready":
+			return "GET", base, true
+		case "model_metadata":
+			return "GET", base + "/metadata", true
+		}
+	case record.APITorchServe:
+		switch c.Method {
+		case "predict":
+			return "POST", "/predictions/{model}" + ver("/{version}"), true
+		case "explain":
+			return "POST", "/explanations/{model}" + ver("/{version}"), true
+		case "health":
+			return "GET", "/ping", true
+		}
+	case record.APIOpenAI:
+		switch c.Method {
+		case "completions":
+			return "POST", "/v1/completions", true
+		case "chat_completions":
+			return "POST", "/v1/chat/completions", true
+		case "embeddings":
+			return "POST", "/v1/embeddings", true
+		}
+	}
+	return "", "", false
+}
+
+// callName names the call span: "inference ModelInfer mnist-mlp" for gRPC,
+// "POST /v2/models/{model}/infer" for HTTP (OTel's "{method} {route}").
+func callName(c *record.Call) string {
+	if c.Protocol == record.ProtocolGRPC {
+		m := grpcMethods[c.Method]
+		if c.API != record.APIKServeV2 || m == "" {
+			m = c.Method
+		}
+		if c.Model != "" {
+			return "inference " + m + " " + c.Model
+		}
+		return "inference " + m
+	}
+	if method, route, ok := httpRoute(c); ok {
+		return method + " " + route
+	}
+	return "HTTP"
+}
+
+// tensorStrings describes tensors as "name DTYPE [d0,d1]", never contents.
+func tensorStrings(ts []record.Tensor) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		var b strings.Builder
+		b.WriteString(t.Name)
+		b.WriteByte(' ')
+		b.WriteString(t.Datatype)
+		b.WriteString(" [")
+		for j, d := range t.Shape {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.FormatInt(d, 10))
+		}
+		b.WriteByte(']')
+		out[i] = b.String()
+	}
+	return out
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// callAttributes are the call span's attributes: OTel semantic conventions
+// for rpc.* / http.*, ours under inference.*.
+func callAttributes(c *record.Call, tail string) []attribute.KeyValue {
+	a := make([]attribute.KeyValue, 0, 32)
+	if c.Protocol == record.ProtocolGRPC {
+		a = append(a, attribute.String("rpc.system", "grpc"))
+		if c.API == record.APIKServeV2 {
+			a = append(a, attribute.String("rpc.service", kserveGRPCService))
+			if m := grpcMethods[c.Method]; m != "" {
+				a = append(a, attribute.String("rpc.method", m))
+			}
+		}
+		if n, ok := grpcStatusCodes[c.Code]; ok {
+			a = append(a, attribute.Int("rpc.grpc.status_code", n))
+		}
+	} else {
+		if method, route, ok := httpRoute(c); ok {
+			a = append(a, attribute.String("http.request.method", method), attribute.String("http.route", route))
+		}
+		if n, err := strconv.Atoi(c.Code); err == nil {
+			a = append(a, attribute.Int("http.response.status_code", n))
+		}
+	}
+	if c.Failed() {
+		et := c.Code
+		if c.ErrorKind != record.ErrNone {
+			et = string(c.ErrorKind)
+		}
+		a = append(a, attribute.String("error.type", et))
+	}
+	a = append(a,
+		attribute.String(attrRoute, c.TraceRoute),
+		attribute.String(attrAPI, c.API),
+		attribute.String(attrMethod, c.Method),
+		attribute.String(attrProtocol, c.Protocol),
+	)
+	if c.Model != "" {
+		a = append(a, attribute.String(attrModel, c.Model))
+	}
+	if c.Version != "" {
+		a = append(a, attribute.String(attrVersion, c.Version))
+	}
+	if c.Stream {
+		a = append(a, attribute.Bool(attrStream, true))
+	}
+	if c.BatchSize > 0 {
+		a = append(a, attribute.Int(attrBatch, c.BatchSize))
+	}
+	if c.InputCount > 0 || c.OutputCount > 0 {
+		a = append(a, attribute.Int(attrInputCount, c.InputCount), attribute.Int(attrOutputCount, c.OutputCount))
+	}
+	if len(c.Inputs) > 0 {
+		a = append(a, attribute.StringSlice(attrInputs, tensorStrings(c.Inputs)))
+	}
+	if len(c.Outputs) > 0 {
+		a = append(a, attribute.StringSlice(attrOutputs, tensorStrings(c.Outputs)))
+	}
+	a = append(a,
+		attribute.Int64(attrRequestBytes, c.RequestBytes),
+		attribute.Int64(attrResponseBytes, c.ResponseBytes),
+		attribute.Int(attrRequestMsgs, c.RequestMessages),
+		attribute.Int(attrResponseMsgs, c.ResponseMessages),
+	)
+	if c.ErrorKind != record.ErrNone {
+		a = append(a, attribute.String(attrErrorKind, string(c.ErrorKind)))
+	}
+	if c.DecodeFail {
+		a = append(a, attribute.Bool(attrDecodeFailed, true))
+	}
+	if c.ClientRTT > 0 {
+		a = append(a, attribute.Float64(attrClientRTT, ms(c.ClientRTT)))
+	}
+	if c.UpstreamRTT > 0 {
+		a = append(a, attribute.Float64(attrUpstreamRTT, ms(c.UpstreamRTT)))
+	}
+	if tail != "" {
+		a = append(a, attribute.String(attrTail, tail))
+	} else if c.TraceProbability > 0 {
+		a = append(a, attribute.Float64(attrProbability, c.TraceProbability))
+	}
+	return a
+}
+
+// clampSpan keeps [from, to] inside [lo, hi] and ordered.
+func clampSpan(from, to, lo, hi time.Duration) (time.Duration, time.Duration) {
+	from = min(max(from, lo), hi)
+	to = min(max(to, from), hi)
+	return from, to
+}
+
+// buildSpans lays out the spans of one call on its measured timeline:
+// every timestamp is c.Start plus a recorded offset.
+//
+//   - the call (SERVER): 0 to End; its parent is the client's span.
+//   - ingress: 0 to RequestEnd.
+//   - upstream (CLIENT, id UpstreamSpanID, the parent the upstream was
+//     given): from UpstreamStart, when the request headers were handed to the
+//     upstream connection and the upstream could begin its own span, to
+//     FirstByte. The upstream phase proper starts later, when the last
+//     request byte was sent (attribute inference.phase.upstream_ms).
+//   - server-reported stages, children of upstream: back to back in reported
+//     order from the upstream phase's start, cut at FirstByte.
+//   - transfer: FirstByte to ResponseEnd.
+//   - egress: the time blocked writing to the client, accumulated over the
+//     response; placed ending at the end of the call.
+//   - decode: it ran after the call on the pipeline goroutine, so it is
+//     placed right after the call's end with its measured duration
+//     (inference.deferred=true), outside its parent's interval.
+//
+// Children are clamped into the call's interval (decode excepted).
+func buildSpans(c *record.Call, tail, upstreamAddr string) *callSpans {
+	cs := &callSpans{traceID: c.TraceID, upstreamID: c.UpstreamSpanID, remote: c.ParentSpanID != [8]byte{}}
+	cs.flags = trace.TraceFlags(0).WithSampled(true)
+	state := c.TraceState
+	if tail != "" {
+		// Kept by the tail rules only: without the head's threshold, so a
+		// backend does not count it with the head's adjusted count.
+		state = dropThreshold(state)
+	}
+	if ts, err := trace.ParseTraceState(state); err == nil {
+		cs.state = ts
+	}
+	at := func(d time.Duration) time.Time { return c.Start.Add(d) }
+	end := max(c.End, 0)
+	status, desc := codes.Unset, ""
+	if c.Failed() {
+		status, desc = codes.Error, c.Code
+		if c.ErrorKind != record.ErrNone {
+			desc = string(c.ErrorKind) + " " + c.Code
+		}
+	}
+	n := 6 + min(len(c.Stages), maxStageSpans)
+	cs.spans = make([]spanData, 0, n)
+	cs.spans = append(cs.spans, spanData{
+		name: callName(c), id: c.SpanID, parent: c.ParentSpanID, kind: trace.SpanKindServer,
+		start: c.Start, end: at(end), attrs: callAttributes(c, tail), status: status, desc: desc,
+	})
+	child := func(name string, id [8]byte, kind trace.SpanKind, from, to time.Duration, attrs ...attribute.KeyValue) {
+		from, to = clampSpan(from, to, 0, end)
+		if id == ([8]byte{}) {
+			id = newSpanID()
+		}
+		cs.spans = append(cs.spans, spanData{name: name, id: id, parent: c.SpanID, kind: kind,
+			start: at(from), end: at(to), attrs: attrs})
+	}
+	if d, ok := c.Ingress(); ok {
+		child(record.PhaseIngress, [8]byte{}, trace.SpanKindInternal, 0, d)
+	}
+	if c.FirstByte > 0 || c.UpstreamStart > 0 {
+		up := c.FirstByte
+		if up <= 0 {
+			up = end // no response: the upstream exchange failed at End
+		}
+		var attrs []attribute.KeyValue
+		if upstreamAddr != "" {
+			if host, port, err := net.SplitHostPort(upstreamAddr); err == nil {
+				attrs = append(attrs, attribute.String("server.address", host))
+				if p, err := strconv.Atoi(port); err == nil {
+					attrs = append(attrs, attribute.Int("server.port", p))
+				}
+			}
+		}
+		if c.Protocol == record.ProtocolGRPC {
+			attrs = append(attrs, attribute.String("rpc.system", "grpc"))
+		}
+		phaseFrom := c.UpstreamStart
+		if d, ok := c.Upstream(); ok {
+			phaseFrom = c.FirstByte - d
+			attrs = append(attrs, attribute.Float64(attrUpstreamPhase, ms(d)))
+		}
+		upIdx := len(cs.spans)
+		child(record.PhaseUpstream, c.UpstreamSpanID, trace.SpanKindClient, c.UpstreamStart, up, attrs...)
+		if c.ErrorKind == record.ErrUpstreamUnavailable || c.ErrorKind == record.ErrTimeout {
+			cs.spans[upIdx].status, cs.spans[upIdx].desc = codes.Error, string(c.ErrorKind)
+		}
+		cs.addStages(c, phaseFrom, up, end)
+	}
+	if d, ok := c.Transfer(); ok {
+		child(record.PhaseTransfer, [8]byte{}, trace.SpanKindInternal, c.FirstByte, c.FirstByte+d)
+	}
+	if c.FirstByte > 0 && c.End > 0 {
+		child(record.PhaseEgress, [8]byte{}, trace.SpanKindInternal, end-c.Egress, end)
+	}
+	if c.DecodeRan {
+		cs.spans = append(cs.spans, spanData{name: record.PhaseDecode, id: newSpanID(), parent: c.SpanID,
+			kind: trace.SpanKindInternal, start: at(end), end: at(end + max(c.Decode, 0)),
+			attrs: []attribute.KeyValue{attribute.Bool(attrDeferred, true)}})
+	}
+	return cs
+}
+
+// addStages lays the server-reported stages on [from, to] of the upstream
+// span, back to back in reported order; a stage past to is cut there, and
+// one that would start past it is left out (its reported duration stays in
+// inference.stage.reported_ms of the stages shown).
+func (cs *callSpans) addStages(c *record.Call, from, to, end time.Duration) {
+	from, to = clampSpan(from, to, 0, end)
+	at := from
+	for i, s := range c.Stages {
+		if i == maxStageSpans || at >= to && i > 0 {
+			break
+		}
+		e := min(at+max(s.Duration, 0), to)
+		cs.spans = append(cs.spans, spanData{
+			name: s.Name, id: newSpanID(), parent: c.UpstreamSpanID, kind: trace.SpanKindInternal,
+			start: c.Start.Add(at), end: c.Start.Add(e),
+			attrs: []attribute.KeyValue{
+				attribute.String(attrStageSource, s.Source),
+				attribute.Float64(attrStageReported, ms(s.Duration)),
+			},
+		})
+		at = e
+	}
+}
+
+// dropThreshold removes the th sub-key from the "ot" member of a
+// tracestate, leaving the rest as it was.
+func dropThreshold(ts string) string {
+	if !strings.Contains(ts, "th:") {
+		return ts
+	}
+	members := strings.Split(ts, ",")
+	out := members[:0]
+	for _, m := range members {
+		k, v, ok := strings.Cut(strings.TrimSpace(m), "=")
+		if !ok || k != "ot" {
+			out = append(out, m)
+			continue
+		}
+		var keep []string
+		for _, sub := range strings.Split(v, ";") {
+			if !strings.HasPrefix(sub, "th:") {
+				keep = append(keep, sub)
+			}
+		}
+		if len(keep) > 0 {
+			out = append(out, "ot="+strings.Join(keep, ";"))
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+var scope = instrumentation.Scope{Name: "github.com/inferwatch/inferwatch/tracing"}
+
+// readOnly presents one spanData to an sdktrace.SpanExporter. Embedding the
+// interface satisfies its unexported method; every method is defined here.
+type readOnly struct {
+	sdktrace.ReadOnlySpan
+	cs  *callSpans
+	s   *spanData
+	res *resource.Resource
+}
+
+func (r readOnly) Name() string { return r.s.name }
+
+func (r readOnly) SpanContext() trace.SpanContext {
+	return trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: r.cs.traceID, SpanID: r.s.id, TraceFlags: r.cs.flags, TraceState: r.cs.state,
+	})
+}
+
+func (r readOnly) Parent() trace.SpanContext {
+	if r.s.parent == ([8]byte{}) {
+		return trace.SpanContext{}
+	}
+	return trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: r.cs.traceID, SpanID: r.s.parent, TraceFlags: r.cs.flags,
+		Remote: r.cs.remote && r.s == &r.cs.spans[0], // only the call span's parent is the client's
+	})
+}
+
+func (r readOnly) SpanKind() trace.SpanKind         { return r.s.kind }
+func (r readOnly) StartTime() time.Time             { return r.s.start }
+func (r readOnly) EndTime() time.Time               { return r.s.end }
+func (r readOnly) Attributes() []attribute.KeyValue { return r.s.attrs }
+func (r readOnly) Links() []sdktrace.Link           { return nil }
+func (r readOnly) Events() []sdktrace.Event         { return nil }
+func (r readOnly) Status() sdktrace.Status {
+	return sdktrace.Status{Code: r.s.status, Description: r.s.desc}
+}
+func (r readOnly) InstrumentationScope() instrumentation.Scope { return scope }
+
+// InstrumentationLibrary is the deprecated twin of InstrumentationScope that
+// sdktrace.ReadOnlySpan still requires.
+//
+//lint:ignore SA1019 required by sdktrace.ReadOnlySpan
+func (r readOnly) InstrumentationLibrary() instrumentation.Library { return scope }
+func (r readOnly) Resource() *resource.Resource                    { return r.res }
+func (r readOnly) DroppedAttributes() int                          { return 0 }
+func (r readOnly) DroppedLinks() int                               { return 0 }
+func (r readOnly) DroppedEvents() int                              { return 0 }
+func (r readOnly) ChildSpanCount() int                             { return 0 }
