@@ -26,6 +26,22 @@ type Config struct {
 	Push         Push     `yaml:"push"`
 	Limits       Limits   `yaml:"limits"`
 	Alerting     Alerting `yaml:"alerting"`
+	Tracing      Tracing  `yaml:"tracing"`
+}
+
+// Tracing is trace context propagation, sampling and export.
+type Tracing struct {
+	Disabled            bool                `yaml:"disabled"`               // no propagation, no spans
+	Endpoint            string              `yaml:"endpoint"`               // OTLP receiver: host:4317, or http://host:4318/v1/traces; empty: memory only
+	Protocol            string              `yaml:"protocol"`               // grpc (default) or http
+	Insecure            bool                `yaml:"insecure"`               // clear text to a host:port endpoint
+	Headers             map[string]string   `yaml:"headers"`                // sent with every export
+	TargetPerSecond     float64             `yaml:"target_per_second"`      // head-kept traces per second per route/model; 100 gives 10% at 1k QPS
+	Floor               float64             `yaml:"floor"`                  // lowest head probability
+	Ceiling             float64             `yaml:"ceiling"`                // highest head probability
+	TailBudgetPerSecond float64             `yaml:"tail_budget_per_second"` // cap on tail keeps (errors, SLO, over P99)
+	SLO                 map[string]Duration `yaml:"slo"`                    // per model: slower calls are always kept; default: the alerting SLA
+	Keep                int                 `yaml:"keep"`                   // last kept traces held for the admin API
 }
 
 // Alerting is the live window statistics and the seed's rules over them.
@@ -109,6 +125,7 @@ func Default() Config {
 		LogLevel:     "info",
 		Push:         Push{Interval: Duration(10 * time.Second)},
 		Alerting:     Alerting{Window: Duration(10 * time.Second), Resend: Duration(time.Minute)},
+		Tracing:      Tracing{Protocol: "grpc", Insecure: true, Keep: 200},
 		Limits: Limits{
 			MaxModels:      100,
 			CaptureBytes:   1 << 20,

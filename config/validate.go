@@ -127,6 +127,26 @@ func (c *Config) Validate() error {
 	if c.Alerting.WebhookURL != "" && !httpURL(c.Alerting.WebhookURL) {
 		bad("alerting.webhook_url", "%q is not an http(s) URL", c.Alerting.WebhookURL)
 	}
+	t := c.Tracing
+	switch t.Protocol {
+	case "grpc", "http":
+	default:
+		bad("tracing.protocol", "%q is not grpc or http", t.Protocol)
+	}
+	if t.TargetPerSecond < 0 {
+		bad("tracing.target_per_second", "must not be negative")
+	}
+	if t.Floor < 0 || t.Floor > 1 || t.Ceiling < 0 || t.Ceiling > 1 || (t.Ceiling > 0 && t.Floor > t.Ceiling) {
+		bad("tracing.floor", "floor %v and ceiling %v must lie in 0..1, floor below ceiling", t.Floor, t.Ceiling)
+	}
+	if t.TailBudgetPerSecond < 0 {
+		bad("tracing.tail_budget_per_second", "must not be negative")
+	}
+	for m, d := range t.SLO {
+		if d <= 0 {
+			bad("tracing.slo."+m, "must be positive")
+		}
+	}
 	l := c.Limits
 	if l.MaxModels < 1 {
 		bad("limits.max_models", "must be at least 1")

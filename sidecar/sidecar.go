@@ -24,6 +24,8 @@ import (
 	"github.com/inferwatch/inferwatch/metricset"
 	"github.com/inferwatch/inferwatch/proxy"
 	"github.com/inferwatch/inferwatch/record"
+	"github.com/inferwatch/inferwatch/sampling"
+	"github.com/inferwatch/inferwatch/tracing"
 	"github.com/inferwatch/inferwatch/tritonstats"
 	"github.com/inferwatch/inferwatch/windowstats"
 )
@@ -42,6 +44,8 @@ type Sidecar struct {
 	adminSrv  *http.Server
 	adminLn   net.Listener
 	engine    *alerting.Engine
+	sampler   *sampling.Sampler // nil when tracing is disabled
+	tracer    *tracing.Tracer   // nil when tracing is disabled
 	notifiers []closer
 	bg        context.Context // lives from New to Shutdown: notifier workers
 	bgCancel  context.CancelFunc
@@ -66,7 +70,15 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 		s.bgCancel()
 		return nil, err
 	}
-	sinks := append(record.Sinks{s.metrics, s.engine}, extra...)
+	if err := s.newTracer(); err != nil {
+		s.bgCancel()
+		return nil, err
+	}
+	sinks := record.Sinks{s.metrics, s.engine}
+	if s.tracer != nil {
+		sinks = append(sinks, s.tracer)
+	}
+	sinks = append(sinks, extra...)
 	s.pipeline = record.NewPipeline(cfg.Limits.PipelineQueue, sinks, s.metrics.RecordDropped)
 
 	var listeners []proxy.Listener
@@ -102,7 +114,74 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 	}, s.readiness.Ready)
 	s.admin.HandleJSON("/api/v1/stats", func(*http.Request) any { return s.engine.Stats() })
 	s.admin.HandleJSON("/api/v1/alerts", func(*http.Request) any { return s.engine.Alerts() })
+	if s.tracer != nil {
+		s.admin.Handle("GET /api/v1/traces", http.HandlerFunc(s.tracer.HandleTraces))
+		s.admin.Handle("GET /traces", http.HandlerFunc(s.tracer.HandlePage))
+	}
 	return s, nil
+}
+
+// newTracer builds the trace sampler and tracer, unless tracing is off.
+func (s *Sidecar) newTracer() error {
+	t := s.cfg.Tracing
+	if t.Disabled {
+		return nil
+	}
+	slo := map[string]time.Duration{}
+	for model, th := range s.cfg.Alerting.Rules.Models {
+		if th.SLA > 0 {
+			slo[model] = th.SLA
+		}
+	}
+	for model, d := range t.SLO {
+		slo[model] = d.D()
+	}
+	smp, err := sampling.New(sampling.Config{
+		TargetPerSecond: t.TargetPerSecond, Floor: t.Floor, Ceiling: t.Ceiling,
+		TailBudgetPerSecond: t.TailBudgetPerSecond, SLO: slo, Metrics: s.metrics.Metrics(),
+	})
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	upstreams := map[string]string{}
+	for _, r := range s.cfg.Routes {
+		upstreams[r.Name] = r.Upstream
+	}
+	resource := map[string]string{}
+	if pod := s.cfg.Push.ExtraLabels["pod"]; pod != "" {
+		resource["k8s.pod.name"] = pod
+	}
+	if ns := s.cfg.Push.ExtraLabels["namespace"]; ns != "" {
+		resource["k8s.namespace.name"] = ns
+	}
+	tr, err := tracing.New(tracing.Config{
+		Sampler: smp, Endpoint: t.Endpoint, Protocol: t.Protocol, Insecure: t.Insecure, Headers: t.Headers,
+		Keep: t.Keep, Resource: resource, Upstreams: upstreams, Metrics: s.metrics.Metrics(), Logger: s.logger,
+	})
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	s.sampler, s.tracer = smp, tr
+	return nil
+}
+
+// feedP99 hands each model's P99 of the last closed window to the trace
+// sampler, whose tail keep then follows the same P99 the alerts use.
+func (s *Sidecar) feedP99(ctx context.Context) {
+	t := time.NewTicker(s.cfg.Alerting.Window.D())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, v := range s.engine.Stats() {
+			if v.Previous.Count > 0 {
+				s.sampler.SetP99(v.Model, time.Duration(v.Previous.P99*float64(time.Second)))
+			}
+		}
+	}
 }
 
 type closer interface{ Close() error }
@@ -211,6 +290,7 @@ func (s *Sidecar) route(r config.Route, poll bool) (proxy.Listener, proxy.Probe,
 		Pipeline:        s.pipeline,
 		Logger:          s.logger,
 		MaxMessageBytes: r.MaxMessageBytes,
+		Trace:           s.traceHook(),
 		CaptureBytes:    s.cfg.Limits.CaptureBytes,
 		DecodeSample:    s.cfg.Limits.DecodeSample,
 		DecodeMaxBytes:  s.cfg.Limits.DecodeMaxBytes,
@@ -252,6 +332,15 @@ func (s *Sidecar) route(r config.Route, poll bool) (proxy.Listener, proxy.Probe,
 	return l, probe, poller, nil
 }
 
+// traceHook is the proxy's trace-context hook, nil when tracing is off (an
+// interface holding a nil *Tracer would not be nil).
+func (s *Sidecar) traceHook() proxy.TraceContext {
+	if s.tracer == nil {
+		return nil
+	}
+	return s.tracer
+}
+
 // Start binds every listener (failing with the address that could not be
 // bound) and starts serving, probing, polling and pushing.
 func (s *Sidecar) Start(ctx context.Context) error {
@@ -273,6 +362,17 @@ func (s *Sidecar) Start(ctx context.Context) error {
 		}
 	}
 	s.adminSrv = &http.Server{Handler: s.admin, ReadHeaderTimeout: 5 * time.Second}
+	if s.sampler != nil {
+		s.wg.Add(2)
+		go func() {
+			defer s.wg.Done()
+			s.sampler.Run(ctx)
+		}()
+		go func() {
+			defer s.wg.Done()
+			s.feedP99(ctx)
+		}()
+	}
 	s.wg.Add(3 + len(s.pollers))
 	go func() {
 		defer s.wg.Done()
@@ -320,6 +420,9 @@ func (s *Sidecar) Admin() *admin.Server { return s.admin }
 // Engine returns the live window statistics and alert rules.
 func (s *Sidecar) Engine() *alerting.Engine { return s.engine }
 
+// Tracer returns the tracer, nil when tracing is disabled.
+func (s *Sidecar) Tracer() *tracing.Tracer { return s.tracer }
+
 // Pollers returns the Triton statistics pollers.
 func (s *Sidecar) Pollers() []*tritonstats.Poller { return s.pollers }
 
@@ -346,6 +449,11 @@ func (s *Sidecar) Shutdown(ctx context.Context) error {
 	s.logger.Info("draining", "in_flight", inflight, "timeout", s.cfg.DrainTimeout.D().String())
 	err := s.server.Shutdown(dctx)
 	s.pipeline.Close()
+	if s.tracer != nil {
+		tctx, tcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s.tracer.Close(tctx) // exports what it holds, within the bound
+		tcancel()
+	}
 	s.cancel()
 	actx, acancel := context.WithTimeout(context.Background(), time.Second)
 	defer acancel()

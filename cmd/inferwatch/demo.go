@@ -18,6 +18,7 @@ import (
 	"github.com/inferwatch/inferwatch/demo/modelserver"
 	"github.com/inferwatch/inferwatch/demo/table"
 	"github.com/inferwatch/inferwatch/sidecar"
+	"github.com/inferwatch/inferwatch/tracing"
 	"github.com/inferwatch/inferwatch/windowstats"
 )
 
@@ -95,6 +96,9 @@ func runDemo(args []string, out, logw io.Writer) error {
 	})
 	tbl.AddSection("Alerts (also at "+adminURL+"/api/v1/alerts)", func() []string {
 		return alertLines(sc.Engine().Alerts())
+	})
+	tbl.AddSection("Newest kept trace (all: "+adminURL+"/traces, or inferwatch traces --admin "+adminURL+")", func() []string {
+		return traceLines(sc)
 	})
 	if *stepAt > 0 {
 		go func() {
@@ -211,4 +215,27 @@ func alertLines(alerts []alerting.Alert) []string {
 		lines = append(lines, "(none)")
 	}
 	return lines
+}
+
+// traceLines renders the newest kept trace, preferring one kept for being
+// slow or failed, since that is what a user hunts.
+func traceLines(sc *sidecar.Sidecar) []string {
+	tr := sc.Tracer()
+	if tr == nil {
+		return []string{"(tracing disabled)"}
+	}
+	traces := tr.Traces(50, "")
+	if len(traces) == 0 {
+		return []string{"(none yet)"}
+	}
+	pick := traces[:1]
+	for i := range traces {
+		if traces[i].Sampling == "tail" {
+			pick = traces[i : i+1]
+			break
+		}
+	}
+	var b strings.Builder
+	tracing.Render(&b, pick)
+	return strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
 }

@@ -22,6 +22,7 @@ Usage:
   inferwatch demo [flags]         model server + sidecar + live load + live figures
   inferwatch modelserver [flags]  run the demo's KServe v2 model server alone
   inferwatch load [flags]         drive open-loop load at an address
+  inferwatch traces [flags]       print the last kept traces of a running sidecar as trees
   inferwatch version
 
 Run 'inferwatch COMMAND -h' for a command's flags.
@@ -43,6 +44,8 @@ func main() {
 		err = runModelServer(args, os.Stderr)
 	case "load":
 		err = runLoad(args, os.Stdout)
+	case "traces":
+		err = runTraces(args, os.Stdout)
 	case "version", "-version", "--version":
 		fmt.Println("inferwatch", version)
 	case "help", "-h", "--help":

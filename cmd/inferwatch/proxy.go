@@ -58,6 +58,10 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 	window := fs.Duration("window", 10*time.Second, "window statistics window length")
 	slas := labelFlags{}
 	fs.Var(slas, "sla", "model=duration: the model's latency SLA (repeatable), e.g. mnist-mlp=50ms")
+	otlp := fs.String("otlp-endpoint", "", "OTLP trace receiver: host:4317 (gRPC) or http://host:4318/v1/traces; empty keeps traces in memory only")
+	otlpProto := fs.String("otlp-protocol", "grpc", "grpc or http")
+	traceTarget := fs.Float64("trace-target-per-second", 100, "head-sampled traces kept per second per route/model (100 gives 10% at 1k QPS)")
+	noTracing := fs.Bool("no-tracing", false, "no trace propagation and no spans")
 	labels := labelFlags{}
 	fs.Var(labels, "push-extra-label", "name=value added to pushed series (repeatable); POD_NAME and POD_NAMESPACE from the environment become pod and namespace")
 	return func() (config.Config, error) {
@@ -94,6 +98,12 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 		}
 		for k, v := range labels {
 			cfg.Push.ExtraLabels[k] = v
+		}
+		pick("otlp-endpoint", func() { cfg.Tracing.Endpoint = *otlp })
+		pick("otlp-protocol", func() { cfg.Tracing.Protocol = *otlpProto })
+		pick("trace-target-per-second", func() { cfg.Tracing.TargetPerSecond = *traceTarget })
+		if *noTracing {
+			cfg.Tracing.Disabled = true
 		}
 		cfg.Alerting.AlertmanagerURLs = append(cfg.Alerting.AlertmanagerURLs, amURLs...)
 		if *webhook != "" {
