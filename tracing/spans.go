@@ -276,12 +276,41 @@ func callAttributes(c *record.Call, tail string) []attribute.KeyValue {
 	if c.UpstreamRTT > 0 {
 		a = append(a, attribute.Float64(attrUpstreamRTT, ms(c.UpstreamRTT)))
 	}
+	a = appendHost(a, c.Host)
 	if tail != "" {
 		a = append(a, attribute.String(attrTail, tail))
 	} else if c.TraceProbability > 0 {
 		a = append(a, attribute.Float64(attrProbability, c.TraceProbability))
 	}
 	return a
+}
+
+// appendHost adds the GPU and kernel facts of the call's window; a group
+// that was not observed adds nothing (absent, not zero).
+func appendHost(a []attribute.KeyValue, h *record.HostFacts) []attribute.KeyValue {
+	if h == nil {
+		return a
+	}
+	if h.GPU {
+		a = append(a,
+			attribute.Float64("inference.gpu.utilization", h.GPUUtil),
+			attribute.Float64("inference.gpu.neighbour_utilization", h.NeighbourGPUUtil),
+			attribute.Int64("inference.gpu.memory_used_bytes", int64(h.GPUMemoryUsed)))
+	}
+	if h.CUDA {
+		a = append(a,
+			attribute.Float64("inference.cuda.kernel_launches", h.KernelLaunches),
+			attribute.Bool("inference.cuda.launches_estimated", h.LaunchesEstimated),
+			attribute.Float64("inference.cuda.copy_bytes", h.CopyBytes),
+			attribute.Float64("inference.cuda.sync_wait_ms", ms(h.SyncWait)))
+	}
+	if h.Sched {
+		a = append(a,
+			attribute.Float64("inference.sched.runqueue_delay_ms", ms(h.RunqueueDelay)),
+			attribute.Float64("inference.sched.offcpu_ms", ms(h.OffCPU)),
+			attribute.Float64("inference.sched.throttled_ms", ms(h.Throttled)))
+	}
+	return append(a, attribute.Float64("inference.host.coverage", h.Coverage))
 }
 
 // clampSpan keeps [from, to] inside [lo, hi] and ordered.

@@ -307,3 +307,36 @@ func golden(t *testing.T, name string, got []byte) {
 		t.Errorf("output differs from %s (go test -update rewrites it):\n%s", path, got)
 	}
 }
+
+func TestHostFactsAttributes(t *testing.T) {
+	tests := []struct {
+		name    string
+		h       *record.HostFacts
+		present []string
+		absent  []string
+	}{
+		{"none", nil, nil, []string{"inference.gpu.utilization", "inference.sched.runqueue_delay_ms", "inference.host.coverage"}},
+		{"sched only", &record.HostFacts{Sched: true, RunqueueDelay: 2 * time.Millisecond, Coverage: 0.5},
+			[]string{"inference.sched.runqueue_delay_ms", "inference.host.coverage"}, []string{"inference.gpu.utilization", "inference.cuda.kernel_launches"}},
+		{"gpu and cuda", &record.HostFacts{GPU: true, GPUUtil: 0.7, CUDA: true, KernelLaunches: 12},
+			[]string{"inference.gpu.utilization", "inference.cuda.kernel_launches"}, []string{"inference.sched.offcpu_ms"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := map[string]bool{}
+			for _, kv := range appendHost(nil, tt.h) {
+				got[string(kv.Key)] = true
+			}
+			for _, k := range tt.present {
+				if !got[k] {
+					t.Errorf("%s missing", k)
+				}
+			}
+			for _, k := range tt.absent {
+				if got[k] {
+					t.Errorf("%s present though not observed", k)
+				}
+			}
+		})
+	}
+}
