@@ -31,6 +31,7 @@ func TestEndpoints(t *testing.T) {
 		{"/healthz", false, 200, "ok"},
 		{"/readyz", false, 503, "grpc: unreachable"},
 		{"/readyz", true, 200, "ready"},
+		{"/debug/pprof/", true, 200, "goroutine"},
 	}
 	for _, tt := range tests {
 		ready = tt.ready
