@@ -3,6 +3,7 @@ package proxy
 import (
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/inferwatch/inferwatch/inferapi"
@@ -81,11 +82,14 @@ func (b *requestBody) finish() {
 	b.mu.Unlock()
 }
 
-// capture keeps the first max bytes of a body for a bounded decode.
+// capture keeps the first max bytes of a body for a bounded decode. The
+// bytes come out of budget, shared by every call of a Handler, so records
+// queued for their decode cannot hold more than the budget between them.
 type capture struct {
 	buf       []byte
 	max       int
 	truncated bool
+	budget    *atomic.Int64 // bytes left for all captures; nil: unbounded
 }
 
 func (c *capture) write(p []byte) {
@@ -100,7 +104,24 @@ func (c *capture) write(p []byte) {
 		p = p[:room]
 		c.truncated = true
 	}
+	if c.budget != nil && c.budget.Add(-int64(len(p))) < 0 {
+		c.budget.Add(int64(len(p)))
+		c.truncated = true // the decode sees what it got
+		c.max = len(c.buf) // and takes nothing more
+		return
+	}
 	c.buf = append(c.buf, p...)
+}
+
+// release gives the captured bytes back to the budget.
+func (c *capture) release() {
+	if c == nil {
+		return
+	}
+	if c.budget != nil {
+		c.budget.Add(int64(len(c.buf)))
+	}
+	c.buf = nil
 }
 
 // timedWriter measures how long writes and flushes to the client block: the

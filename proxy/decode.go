@@ -40,6 +40,8 @@ func deferGRPCDecode(msg []byte) func(*record.Call) {
 // deferHTTPDecode returns the deferred decode of captured HTTP bodies.
 func deferHTTPDecode(rt inferapi.Route, reqHdr http.Header, req *capture, respHdr http.Header, resp *capture) func(*record.Call) {
 	return func(c *record.Call) {
+		defer req.release()
+		defer resp.release()
 		s := time.Now()
 		err := inferapi.DecodeHTTPRequest(rt, reqHdr, req.buf, req.truncated, c)
 		if resp != nil && respHdr != nil && len(resp.buf) > 0 && c.Code != "" && c.Code[0] == '2' {

@@ -27,6 +27,7 @@ type Options struct {
 
 	MaxMessageBytes int64   // largest gRPC message accepted, 0 for no limit
 	CaptureBytes    int     // HTTP: body prefix kept for the bounded decode
+	CaptureBudget   int64   // HTTP: bytes all calls' captures may hold at once, waiting for their decode; 0: 64 MiB
 	DecodeSample    float64 // gRPC: share of infer calls whose first message is fully decoded
 	DecodeMaxBytes  int     // gRPC: largest message captured for that decode
 	APIHint         string  // "tfserving" or "kserve_v1" for /v1/models/{m}:predict
@@ -44,7 +45,8 @@ type Handler struct {
 	scheme   string
 	inflight atomic.Int64
 	decodeN  atomic.Uint64
-	every    uint64 // decode every n-th infer call; 0 never
+	every    uint64       // decode every n-th infer call; 0 never
+	budget   atomic.Int64 // capture bytes left
 }
 
 // NewHandler returns a Handler; o.Transport and o.Pipeline are required.
@@ -56,6 +58,11 @@ func NewHandler(o Options) *Handler {
 	if o.TLS {
 		h.scheme = "https"
 	}
+	if o.CaptureBudget <= 0 {
+		o.CaptureBudget = 64 << 20
+	}
+	h.o.CaptureBudget = o.CaptureBudget
+	h.budget.Store(o.CaptureBudget)
 	if o.DecodeSample > 0 {
 		h.every = uint64(1/o.DecodeSample + 0.5)
 		if h.every < 1 {
@@ -109,8 +116,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cl.respScan = new(inferapi.GRPCScanner)
 		cl.respScan.Reset(respKind, h.o.MaxMessageBytes)
 	} else if cl.route.Infer && h.o.CaptureBytes > 0 {
-		cl.body.capture = &capture{max: h.o.CaptureBytes}
-		cl.respCap = &capture{max: h.o.CaptureBytes}
+		cl.body.capture = &capture{max: h.o.CaptureBytes, budget: &h.budget}
+		cl.respCap = &capture{max: h.o.CaptureBytes, budget: &h.budget}
 	}
 
 	ctx := r.Context()
@@ -386,7 +393,10 @@ func (h *Handler) finish(cl *call, r *http.Request) {
 		c.UpstreamRTT = h.o.UpstreamRTT()
 	}
 	c.ClientRTT = clientRTT(r.Context())
-	h.o.Pipeline.Submit(c)
+	if !h.o.Pipeline.Submit(c) {
+		b.capture.release() // dropped: its decode will never run
+		cl.respCap.release()
+	}
 }
 
 // sampleDecode picks every n-th infer call for a full decode.

@@ -131,6 +131,10 @@ type Call struct {
 	TraceModel       string
 	TraceProbability float64
 
+	// Host is what the machine did during the call (GPU, CUDA API,
+	// scheduler), joined from samples by overlap; nil when no source ran.
+	Host *HostFacts
+
 	// Deferred is work a front put off the data path (a sampled full decode
 	// of a captured payload); the Pipeline runs it before the sinks.
 	Deferred func(c *Call)
@@ -226,4 +230,27 @@ func (c *Call) Failed() bool {
 	default:
 		return len(c.Code) == 3 && c.Code[0] >= '5'
 	}
+}
+
+// HostFacts are the GPU and kernel facts of a call's time window for the
+// upstream's processes, attributed by overlap with the sampled intervals
+// (gpu/, bpf/). A group's flag says whether its facts were observed at all:
+// absent is not zero.
+type HostFacts struct {
+	GPU              bool    // NVML samples covered the call
+	GPUUtil          float64 // the upstream's devices' SM utilisation, 0..1, overlap-weighted mean
+	GPUMemoryUsed    uint64  // the largest memory use seen on those devices, bytes
+	NeighbourGPUUtil float64 // other processes' SM utilisation on the same devices, 0..1
+
+	CUDA              bool    // CUDA API probes covered the call
+	KernelLaunches    float64 // launches in the window (estimated when duty-cycled)
+	LaunchesEstimated bool
+	CopyBytes         float64 // host<->device bytes copied
+	SyncWait          time.Duration
+
+	Sched         bool          // scheduler probes covered the call
+	RunqueueDelay time.Duration // upstream threads' time runnable but waiting for a CPU
+	OffCPU        time.Duration
+	Throttled     time.Duration // CFS throttling of the upstream's cgroup
+	Coverage      float64       // share of the window the samples covered, 0..1
 }
