@@ -1,0 +1,453 @@
+#!/usr/bin/env bash
+# What the sidecar costs, measured: the same open-loop load (`inferwatch load`)
+# straight at the demo model server, through `inferwatch proxy` as shipped,
+# and through nginx (grpc_pass / proxy_pass) as the reference proxy, one
+# target after the other, all on 127.0.0.1. Prints a table of p50, p99,
+# throughput, the latency each proxy adds over direct, the ratios
+# inferwatch/nginx and the memory of both; writes the raw figures to
+# out/bench-<time>.json and the table to out/bench-<time>.txt.
+#
+# Needs Go and nginx with the gRPC proxy module (Debian: `nginx`; the
+# transitional `nginx-light` pulls it in). About 4 minutes.
+#
+# Environment knobs (defaults in brackets):
+#   BENCH_PORT_BASE [47100]  ports BASE+1..BASE+29 on 127.0.0.1
+#   BENCH_DURATION  [10s]    each fixed-rate measurement
+#   BENCH_MAX_DURATION [5s]  each max-throughput measurement
+#   BENCH_WARMUP    [2s]     warm-up of each target before each measurement
+#   BENCH_SCENARIOS [all]    comma-separated scenario ids to run, e.g. grpc-small-1k
+#
+# Columns: CPU% is the proxy's own CPU during the measurement (100 = one
+# core; nginx: master + workers); other% is CPU used by processes that are not
+# part of the benchmark (other work on the machine), a disturbance indicator.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+base=${BENCH_PORT_BASE:-47100}
+dur=${BENCH_DURATION:-10s}
+maxdur=${BENCH_MAX_DURATION:-5s}
+warm=${BENCH_WARMUP:-2s}
+only=${BENCH_SCENARIOS:-}
+
+ms_grpc=127.0.0.1:$((base + 1)) ms_http=127.0.0.1:$((base + 2))
+iw_grpc=127.0.0.1:$((base + 11)) iw_http=127.0.0.1:$((base + 12)) iw_admin=127.0.0.1:$((base + 19))
+ng_grpc=127.0.0.1:$((base + 21)) ng_http=127.0.0.1:$((base + 22))
+
+bin=bin/inferwatch
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/inferwatch-bench.XXXXXX")
+declare -A pids=()  # name -> pid of every process this script started
+ng_workers=()
+sampler=
+
+die() {
+  echo "bench: $*" >&2
+  exit 1
+}
+
+cleanup() {
+  local rc=$? name pid i
+  trap - EXIT INT TERM
+  if [ -n "$sampler" ]; then kill "$sampler" 2>/dev/null || true; fi
+  for name in nginx inferwatch modelserver; do
+    pid=${pids[$name]:-}
+    if [ -n "$pid" ]; then kill -TERM "$pid" 2>/dev/null || true; fi
+  done
+  for name in nginx inferwatch modelserver; do
+    pid=${pids[$name]:-}
+    [ -n "$pid" ] || continue
+    for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  for pid in "${ng_workers[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# --- helpers ---------------------------------------------------------------
+
+log_tail() { echo "--- last lines of $1:"; tail -n 20 "$tmp/$1.log" 2>/dev/null || true; }
+
+# start NAME CMD...: runs CMD in the background, output in $tmp/NAME.log.
+start() {
+  local name=$1
+  shift
+  "$@" >"$tmp/$name.log" 2>&1 &
+  pids[$name]=$!
+}
+
+alive() {
+  local name
+  for name in "${!pids[@]}"; do
+    if ! kill -0 "${pids[$name]}" 2>/dev/null; then
+      log_tail "$name" >&2
+      die "$name (pid ${pids[$name]}) has exited"
+    fi
+  done
+}
+
+# wait_port NAME HOST:PORT: until the port accepts, for at most 10 s.
+wait_port() {
+  local name=$1 host=${2%:*} port=${2##*:} i
+  for i in $(seq 100); do
+    kill -0 "${pids[$name]}" 2>/dev/null || { log_tail "$name" >&2; die "$name exited before listening on $2"; }
+    if (: <>"/dev/tcp/$host/$port") 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  log_tail "$name" >&2
+  die "$name does not accept on $2 after 10 s"
+}
+
+# sum_status FIELD PID...: sum of a /proc/PID/status field (kB) over PIDs.
+sum_status() {
+  local f=$1 p v sum=0
+  shift
+  for p in "$@"; do
+    v=$(awk -v f="$f:" '$1 == f { print $2 }' "/proc/$p/status" 2>/dev/null || true)
+    sum=$((sum + ${v:-0}))
+  done
+  echo "$sum"
+}
+
+# sum_pss PID...: proportional set size (kB): shared pages split among sharers.
+sum_pss() {
+  local p v sum=0
+  for p in "$@"; do
+    v=$(awk '$1 == "Pss:" { print $2 }' "/proc/$p/smaps_rollup" 2>/dev/null || true)
+    sum=$((sum + ${v:-0}))
+  done
+  echo "$sum"
+}
+
+# cpu_ticks PID...: user+system clock ticks used so far.
+cpu_ticks() {
+  local p v sum=0
+  for p in "$@"; do
+    v=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | awk '{ print $12 + $13 }' || true)
+    sum=$((sum + ${v:-0}))
+  done
+  echo "$sum"
+}
+
+# busy_ticks: CPU ticks the whole machine spent busy so far.
+busy_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
+
+# own_ticks: CPU ticks of the benchmark's processes: the servers, this shell
+# and the load generators it has waited for.
+own_ticks() {
+  local self
+  self=$(sed 's/.*) //' "/proc/$$/stat" | awk '{ print $12 + $13 + $14 + $15 }')
+  # shellcheck disable=SC2046
+  echo $((self + $(cpu_ticks "${pids[modelserver]}" "${pids[inferwatch]}" "${pids[nginx]}" "${ng_workers[@]}")))
+}
+
+children() { # PID: its direct children, from /proc
+  local d
+  for d in /proc/[0-9]*; do
+    if [ "$(sed 's/.*) //' "$d/stat" 2>/dev/null | awk '{ print $2 }')" = "$1" ]; then echo "${d#/proc/}"; fi
+  done
+}
+
+# jnum JSON KEY: a number from the load generator's one-line JSON.
+jnum() {
+  local v
+  v=$(printf '%s' "$1" | sed -n "s/.*\"$2\":\([-0-9.eE+]*\).*/\1/p")
+  echo "${v:-0}"
+}
+
+now_ns() { date +%s%N; }
+
+# --- build and start -------------------------------------------------------
+
+command -v nginx >/dev/null || die "nginx not found (Debian: apt-get install nginx)"
+for a in "$ms_grpc" "$ms_http" "$iw_grpc" "$iw_http" "$iw_admin" "$ng_grpc" "$ng_http"; do
+  if (: <>"/dev/tcp/${a%:*}/${a##*:}") 2>/dev/null; then
+    die "$a is already taken by another process (set BENCH_PORT_BASE to use other ports)"
+  fi
+done
+echo "bench: building $bin"
+go build -o "$bin" ./cmd/inferwatch
+
+start modelserver "$bin" modelserver --grpc-listen "$ms_grpc" --http-listen "$ms_http"
+wait_port modelserver "$ms_grpc"
+wait_port modelserver "$ms_http"
+
+start inferwatch "$bin" proxy \
+  --grpc-listen "$iw_grpc" --grpc-upstream "$ms_grpc" \
+  --http-listen "$iw_http" --http-upstream "$ms_http" \
+  --admin-listen "$iw_admin" --drain-timeout 2s
+wait_port inferwatch "$iw_grpc"
+wait_port inferwatch "$iw_http"
+
+user_line=
+if [ "$(id -u)" = 0 ]; then user_line="user root;"; fi
+mkdir -p "$tmp/nginx"
+cat >"$tmp/nginx/nginx.conf" <<EOF
+# Reference proxy: plain forwarding, no logging, upstream keep-alive.
+worker_processes 2;
+daemon off;
+$user_line
+pid $tmp/nginx/nginx.pid;
+error_log $tmp/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $tmp/nginx/body;
+  proxy_temp_path $tmp/nginx/proxy;
+  fastcgi_temp_path $tmp/nginx/fastcgi;
+  uwsgi_temp_path $tmp/nginx/uwsgi;
+  scgi_temp_path $tmp/nginx/scgi;
+  client_max_body_size 0;       # no limit, like the sidecar's 2 GiB default
+  client_body_buffer_size 32m;  # 16 MiB messages stay in memory
+  keepalive_requests 1000000;
+  upstream ms_grpc { server $ms_grpc; keepalive 64; }
+  upstream ms_http { server $ms_http; keepalive 64; }
+  server {  # gRPC: HTTP/2 cleartext
+    listen $ng_grpc http2;
+    http2_max_concurrent_streams 1024;
+    location / {
+      grpc_pass grpc://ms_grpc;
+      grpc_buffer_size 1m;
+      grpc_read_timeout 60s;
+      grpc_send_timeout 60s;
+    }
+  }
+  server {  # HTTP/1.1 KServe v2 REST
+    listen $ng_http;
+    location / {
+      proxy_pass http://ms_http;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffer_size 64k;
+      proxy_buffers 16 64k;
+      proxy_read_timeout 60s;
+    }
+  }
+}
+EOF
+nginx -t -q -p "$tmp/nginx" -e "$tmp/nginx/error.log" -c "$tmp/nginx/nginx.conf" >"$tmp/nginx-t.log" 2>&1 ||
+  { cat "$tmp/nginx-t.log" >&2; die "nginx rejects the generated config (is the gRPC module there? Debian: apt-get install nginx)"; }
+start nginx nginx -p "$tmp/nginx" -e "$tmp/nginx/error.log" -c "$tmp/nginx/nginx.conf"
+wait_port nginx "$ng_grpc"
+wait_port nginx "$ng_http"
+for i in $(seq 50); do
+  mapfile -t ng_workers < <(children "${pids[nginx]}")
+  [ "${#ng_workers[@]}" -ge 2 ] && break
+  sleep 0.1
+done
+[ "${#ng_workers[@]}" -ge 1 ] || die "nginx started no worker processes"
+alive
+
+# --- machine ---------------------------------------------------------------
+
+stamp=$(date -u +%Y%m%d-%H%M%S)
+mkdir -p out
+results=out/bench-$stamp.json
+report=out/bench-$stamp.txt
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=false
+if [ -n "$(git status --porcelain 2>/dev/null)" ]; then dirty=true; fi
+cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+nginx_version=$(nginx -v 2>&1 | sed 's/.*nginx\///')
+go_version=$(go env GOVERSION)
+clk=$(getconf CLK_TCK)
+
+{
+  echo "inferwatch bench  $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit   $commit$([ "$dirty" = true ] && echo " (working tree has uncommitted changes)")"
+  echo "machine  $(nproc) CPUs ($cpu), $(uname -sr), $(awk '$1 == "MemTotal:" { printf "%d MiB", $2 / 1024 }' /proc/meminfo)"
+  echo "loadavg  $(cut -d' ' -f1-3 /proc/loadavg) at start"
+  echo "versions $go_version, nginx $nginx_version"
+  echo "method   open-loop inferwatch load, one target at a time; $warm warm-up each;"
+  echo "         fixed rate $dur, max throughput $maxdur at 20000/s offered, 64 in flight"
+} | tee "$report"
+
+# --- scenarios -------------------------------------------------------------
+
+# id|title|protocol|model|payload|json|qps|duration|max in flight
+scenarios=(
+  "grpc-small-1k|gRPC echo 8 B @ 1000/s|grpc|echo|0|no|1000|$dur|256"
+  "grpc-1mib-50|gRPC echo 1 MiB @ 50/s|grpc|echo|1MiB|no|50|$dur|256"
+  "grpc-16mib-5|gRPC echo 16 MiB @ 5/s|grpc|echo|16MiB|no|5|$dur|256"
+  "http-json-1k|HTTP v2 JSON mnist-mlp @ 1000/s|http|mnist-mlp|0|yes|1000|$dur|256"
+  "grpc-small-max|gRPC echo 8 B, max throughput|grpc|echo|0|no|20000|$maxdur|64"
+  "http-json-max|HTTP v2 JSON mnist-mlp, max throughput|http|mnist-mlp|0|yes|20000|$maxdur|64"
+)
+if [ -n "$only" ]; then
+  kept=()
+  for sc in "${scenarios[@]}"; do
+    case ",$only," in *",${sc%%|*},"*) kept+=("$sc") ;; esac
+  done
+  [ "${#kept[@]}" -gt 0 ] || die "BENCH_SCENARIOS=$only names no scenario"
+  scenarios=("${kept[@]}")
+fi
+targets=(direct inferwatch nginx)
+
+addr_of() { # TARGET PROTOCOL
+  case $1/$2 in
+  direct/grpc) echo "$ms_grpc" ;; direct/http) echo "$ms_http" ;;
+  inferwatch/grpc) echo "$iw_grpc" ;; inferwatch/http) echo "$iw_http" ;;
+  nginx/grpc) echo "$ng_grpc" ;; nginx/http) echo "$ng_http" ;;
+  esac
+}
+
+proxy_pids() { # TARGET: the processes whose CPU and memory are the proxy's
+  case $1 in
+  inferwatch) echo "${pids[inferwatch]}" ;;
+  nginx) echo "${pids[nginx]} ${ng_workers[*]}" ;;
+  esac
+}
+
+# run_load ADDR PROTOCOL MODEL PAYLOAD JSON QPS DURATION INFLIGHT: the JSON line.
+# A run that has not finished 2 minutes after it started (calls hung in a
+# proxy) is killed and fails the benchmark.
+run_load() {
+  local args=(load --addr "$1" --protocol "$2" --model "$3" --payload "$4" --qps "$6"
+    --duration "$7" --max-inflight "$8" --format json) out rc=0
+  if [ "$5" = yes ]; then args+=(--json-body); fi
+  out=$(timeout --kill-after=5s 120s "$bin" "${args[@]}" 2>"$tmp/load.err") || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    alive
+    echo "$out" >&2
+    cat "$tmp/load.err" >&2
+    if [ "$rc" -ge 124 ]; then die "load against $1 ($2 $3 $4) did not finish within 120 s"; fi
+    die "load against $1 ($2 $3 $4) failed"
+  fi
+  echo "$out"
+}
+
+declare -A res=() cpu_pct=() other_pct=()
+iw_idle_rss=$(sum_status VmRSS "${pids[inferwatch]}")
+ng_idle_rss=$(sum_status VmRSS $(proxy_pids nginx))
+ng_idle_pss=$(sum_pss $(proxy_pids nginx))
+mem_iw_rss_max=0 mem_iw_rss_end=0 mem_iw_hwm_1k=0 mem_ng_rss_max=0 mem_ng_pss_max=0 mem_ng_rss_end=0
+runs_json=()
+
+for sc in "${scenarios[@]}"; do
+  IFS='|' read -r id title proto model payload json qps sdur inflight <<<"$sc"
+  echo "bench: $title ($(cut -d' ' -f1-3 /proc/loadavg) loadavg)" >&2
+  for tg in "${targets[@]}"; do
+    addr=$(addr_of "$tg" "$proto")
+    run_load "$addr" "$proto" "$model" "$payload" "$json" "$qps" "$warm" "$inflight" >/dev/null
+    alive
+    pp=$(proxy_pids "$tg")
+    if [ "$id" = grpc-small-1k ] && [ -n "$pp" ]; then
+      # shellcheck disable=SC2086
+      (while :; do echo "$(sum_status VmRSS $pp) $(sum_pss $pp)"; sleep 0.5; done) >"$tmp/rss-$tg" &
+      sampler=$!
+    fi
+    load_before=$(cut -d' ' -f1 /proc/loadavg)
+    t0=$(now_ns) b0=$(busy_ticks) o0=$(own_ticks)
+    c0=0
+    # shellcheck disable=SC2086
+    if [ -n "$pp" ]; then c0=$(cpu_ticks $pp); fi
+    out=$(run_load "$addr" "$proto" "$model" "$payload" "$json" "$qps" "$sdur" "$inflight")
+    if [ -n "$sampler" ]; then
+      kill "$sampler" 2>/dev/null || true
+      wait "$sampler" 2>/dev/null || true
+      sampler=
+      sampled=yes
+    else
+      sampled=
+    fi
+    t1=$(now_ns) b1=$(busy_ticks) o1=$(own_ticks)
+    other=$(awk -v c="$((b1 - b0 - (o1 - o0)))" -v k="$clk" -v ns="$((t1 - t0))" 'BEGIN { if (c < 0) c = 0; printf "%.0f", 100 * c / k / (ns / 1e9) }')
+    pct=null
+    # shellcheck disable=SC2086
+    if [ -n "$pp" ]; then
+      c1=$(cpu_ticks $pp)
+      pct=$(awk -v c="$((c1 - c0))" -v k="$clk" -v ns="$((t1 - t0))" 'BEGIN { printf "%.0f", 100 * c / k / (ns / 1e9) }')
+    fi
+    alive
+    if [ -n "$sampled" ]; then
+      rss_max=$(awk 'BEGIN { m = 0 } $1 > m { m = $1 } END { print m }' "$tmp/rss-$tg")
+      pss_max=$(awk 'BEGIN { m = 0 } $2 > m { m = $2 } END { print m }' "$tmp/rss-$tg")
+      # shellcheck disable=SC2086
+      rss_end=$(sum_status VmRSS $pp)
+      if [ "$tg" = inferwatch ]; then
+        mem_iw_rss_max=$rss_max mem_iw_rss_end=$rss_end
+        mem_iw_hwm_1k=$(sum_status VmHWM "${pids[inferwatch]}")
+      else
+        mem_ng_rss_max=$rss_max mem_ng_pss_max=$pss_max mem_ng_rss_end=$rss_end
+      fi
+    fi
+    res[$id/$tg]=$out
+    cpu_pct[$id/$tg]=$pct
+    other_pct[$id/$tg]=$other
+    runs_json+=("{\"scenario\":\"$id\",\"target\":\"$tg\",\"addr\":\"$addr\",\"protocol\":\"$proto\",\"model\":\"$model\",\"payload\":\"$payload\",\"json_body\":$([ "$json" = yes ] && echo true || echo false),\"qps\":$qps,\"duration\":\"$sdur\",\"max_inflight\":$inflight,\"loadavg_before\":$load_before,\"proxy_cpu_pct\":$pct,\"other_cpu_pct\":$other,\"load\":$out}")
+  done
+done
+mem_iw_hwm_end=$(sum_status VmHWM "${pids[inferwatch]}")
+mem_ng_hwm_end=$(sum_status VmHWM $(proxy_pids nginx))
+
+# --- report ----------------------------------------------------------------
+
+mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
+# ratio A B: A/B, or n/a when either added nothing measurable (<= 0).
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a <= 0 || b <= 0) print "n/a"; else printf "%.2f", a / b }'; }
+
+{
+  echo
+  printf '%-38s %-10s %8s %8s %9s %6s %6s %8s %8s %5s %6s\n' \
+    scenario target "p50 µs" "p99 µs" "calls/s" late failed "+p50 µs" "+p99 µs" "CPU%" "other%"
+  for sc in "${scenarios[@]}"; do
+    IFS='|' read -r id title _ <<<"$sc"
+    d=${res[$id/direct]}
+    for tg in "${targets[@]}"; do
+      r=${res[$id/$tg]}
+      add50=- add99=-
+      if [ "$tg" != direct ]; then
+        add50=$(($(jnum "$r" p50_us) - $(jnum "$d" p50_us)))
+        add99=$(($(jnum "$r" p99_us) - $(jnum "$d" p99_us)))
+      fi
+      c=${cpu_pct[$id/$tg]}
+      printf '%-38s %-10s %8s %8s %9.0f %6s %6s %8s %8s %5s %6s\n' "$title" "$tg" \
+        "$(jnum "$r" p50_us)" "$(jnum "$r" p99_us)" "$(jnum "$r" throughput)" \
+        "$(jnum "$r" late)" "$(jnum "$r" failed)" "$add50" "$add99" "${c/null/-}" "${other_pct[$id/$tg]}"
+    done
+  done
+  echo
+  echo "inferwatch / nginx: added latency over direct (< 1: inferwatch adds less), throughput (< 1: inferwatch"
+  echo "carries less); n/a where one of them added nothing measurable"
+  printf '%-38s %10s %10s %11s\n' scenario "added p50" "added p99" throughput
+  for sc in "${scenarios[@]}"; do
+    IFS='|' read -r id title _ <<<"$sc"
+    d=${res[$id/direct]} i=${res[$id/inferwatch]} n=${res[$id/nginx]}
+    printf '%-38s %10s %10s %11s\n' "$title" \
+      "$(ratio $(($(jnum "$i" p50_us) - $(jnum "$d" p50_us))) $(($(jnum "$n" p50_us) - $(jnum "$d" p50_us))))" \
+      "$(ratio $(($(jnum "$i" p99_us) - $(jnum "$d" p99_us))) $(($(jnum "$n" p99_us) - $(jnum "$d" p99_us))))" \
+      "$(ratio "$(jnum "$i" throughput)" "$(jnum "$n" throughput)")"
+  done
+  echo
+  echo "memory (MiB; nginx = master + ${#ng_workers[@]} workers summed; PSS splits shared pages)"
+  if [ -n "${res[grpc-small-1k/inferwatch]+x}" ]; then
+    echo "  inferwatch RSS idle $(mib "$iw_idle_rss"), during gRPC 1k/s max $(mib "$mem_iw_rss_max"), after $(mib "$mem_iw_rss_end");" \
+      "VmHWM after gRPC 1k/s $(mib "$mem_iw_hwm_1k"), at the end of all scenarios $(mib "$mem_iw_hwm_end")"
+    echo "  nginx RSS idle $(mib "$ng_idle_rss") (PSS $(mib "$ng_idle_pss")), during gRPC 1k/s max $(mib "$mem_ng_rss_max")" \
+      "(PSS $(mib "$mem_ng_pss_max")), after $(mib "$mem_ng_rss_end"); VmHWM at the end $(mib "$mem_ng_hwm_end")"
+    echo "  RSS ratio inferwatch/nginx during gRPC 1k/s: $(ratio "$mem_iw_rss_max" "$mem_ng_rss_max") (vs nginx PSS: $(ratio "$mem_iw_rss_max" "$mem_ng_pss_max"))"
+  else
+    echo "  VmHWM at the end: inferwatch $(mib "$mem_iw_hwm_end"), nginx $(mib "$mem_ng_hwm_end") (RSS is sampled in grpc-small-1k only)"
+  fi
+  echo "loadavg  $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+} | tee -a "$report"
+
+{
+  echo "{"
+  echo "\"date\":\"$stamp\",\"commit\":\"$commit\",\"dirty\":$dirty,"
+  echo "\"machine\":{\"nproc\":$(nproc),\"cpu\":\"${cpu//\"/}\",\"kernel\":\"$(uname -sr)\",\"go\":\"$go_version\",\"nginx\":\"$nginx_version\"},"
+  echo "\"memory_kib\":{\"inferwatch_rss_idle\":$iw_idle_rss,\"inferwatch_rss_max_grpc_1k\":$mem_iw_rss_max,\"inferwatch_rss_after_grpc_1k\":$mem_iw_rss_end,\"inferwatch_hwm_after_grpc_1k\":$mem_iw_hwm_1k,\"inferwatch_hwm_end\":$mem_iw_hwm_end,"
+  echo "  \"nginx_rss_idle\":$ng_idle_rss,\"nginx_pss_idle\":$ng_idle_pss,\"nginx_rss_max_grpc_1k\":$mem_ng_rss_max,\"nginx_pss_max_grpc_1k\":$mem_ng_pss_max,\"nginx_rss_after_grpc_1k\":$mem_ng_rss_end,\"nginx_hwm_end\":$mem_ng_hwm_end,\"nginx_processes\":$((1 + ${#ng_workers[@]}))},"
+  echo "\"runs\":["
+  for i in "${!runs_json[@]}"; do
+    sep=,
+    if [ "$i" -eq $((${#runs_json[@]} - 1)) ]; then sep=; fi
+    echo "${runs_json[$i]}$sep"
+  done
+  echo "]}"
+} >"$results"
+echo
+echo "bench: raw results in $results, this table in $report"
