@@ -29,8 +29,10 @@ type Thresholds struct {
 	// P99NoiseK, when above 0, also asks of a breach that the P99 exceed the
 	// baseline by P99NoiseK robust standard deviations (1.4826 × the median
 	// absolute deviation of the baseline windows), so that hours when the
-	// P99's own noise exceeds 30% (little traffic) do not fire. 0, the
-	// default, is the seed's rule; docs/alerting.md has what 3 buys.
+	// P99's own noise exceeds 30% (little traffic, a jittery host) do not
+	// fire. Default 3: on the latency-incidents bench it cuts false alarms
+	// from 9.3 to 1.6 a day for 8 points of recall (docs/alerting.md). A
+	// negative value turns the guard off: the seed's rule alone.
 	P99NoiseK float64 `yaml:"p99_noise_k" json:"p99NoiseK"`
 
 	// LatencyStdDevJump: a window's standard deviation above (1+StdDevJump)
@@ -75,6 +77,7 @@ func DefaultThresholds() Thresholds {
 		MeanFor:         1,
 		P99Factor:       1.3,
 		P99For:          3,
+		P99NoiseK:       3,
 		BaselineWindows: 30,
 		BaselineMin:     6,
 		StdDevJump:      0.5,
@@ -152,7 +155,6 @@ func (t Thresholds) validate() error {
 	check(t.SLA >= 0, "sla", t.SLA, "must not be negative")
 	check(t.SLAFactor > 0, "sla_factor", t.SLAFactor, "must be positive")
 	check(t.P99Factor > 1, "p99_factor", t.P99Factor, "must be over 1")
-	check(t.P99NoiseK >= 0, "p99_noise_k", t.P99NoiseK, "must not be negative")
 	check(t.StdDevJump > 0, "stddev_jump", t.StdDevJump, "must be positive")
 	check(t.MinStdDev >= 0, "min_stddev", t.MinStdDev, "must not be negative")
 	check(t.SlopeK > 0, "slope_k", t.SlopeK, "must be positive")

@@ -64,7 +64,7 @@ func TestMachine(t *testing.T) {
 		{"unknown holds a streak", 3, 2, []verdict{B, U, B, B}, []transition{toPending, none, none, toFiring}},
 		{"for 1 fires at once", 1, 2, []verdict{B}, []transition{toFiring}},
 		{"one clear window does not resolve", 1, 2, []verdict{B, C, B, C, C}, []transition{toFiring, none, none, none, toResolved}},
-		{"unknown while firing counts as clear", 1, 2, []verdict{B, U, U}, []transition{toFiring, none, toResolved}},
+		{"unknown while firing holds (too few calls to judge)", 1, 2, []verdict{B, U, U, C, C}, []transition{toFiring, none, none, none, toResolved}},
 		{"fires again after resolving", 1, 1, []verdict{B, C, B}, []transition{toFiring, toResolved, toFiring}},
 	} {
 		var m machine

@@ -197,11 +197,25 @@ func (e *Engine) evaluate(ms *modelState, w *windowstats.WindowView, out []Alert
 		}
 		m := &r.machines[i]
 		before := m.state
-		switch m.step(c.v, th.forWindows(i), th.HoldDown) {
+		v := c.v
+		if v == unknown && w.Count == 0 && m.state == StateFiring {
+			// Too few calls to judge holds a firing alert; no calls at all
+			// is the episode over.
+			v = clear
+		}
+		switch m.step(v, th.forWindows(i), th.HoldDown) {
 		case toPending:
-			ms.alerts[i] = &episode{alert: e.newAlert(ms, i, c, StatePending, at, w)}
+			// The root cause is captured at the first breaching window: by
+			// the time the rule has held long enough to fire, the window
+			// that moved may already be the reference.
+			a := e.newAlert(ms, i, c, StatePending, at, w)
+			a.Snapshot = e.snapshot(ms, i, w, at)
+			ms.alerts[i] = &episode{alert: a}
 		case toFiring:
 			a := e.newAlert(ms, i, c, StateFiring, at, w)
+			if ep := ms.alerts[i]; ep != nil && ep.alert.Snapshot != nil {
+				a.Snapshot = ep.alert.Snapshot
+			}
 			ms.alerts[i] = &episode{alert: a, lastSent: at}
 			out = append(out, a)
 		case toResolved:

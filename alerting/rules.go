@@ -79,7 +79,7 @@ func (m *machine) step(v verdict, forN, hold int) transition {
 				return toFiring
 			}
 		}
-	case v == clear || m.state == StateFiring:
+	case v == clear:
 		m.hits = 0
 		switch m.state {
 		case StatePending:
