@@ -27,6 +27,17 @@ type Config struct {
 	Limits       Limits   `yaml:"limits"`
 	Alerting     Alerting `yaml:"alerting"`
 	Tracing      Tracing  `yaml:"tracing"`
+	Host         Host     `yaml:"host"`
+}
+
+// Host is the GPU (NVML) and kernel (eBPF) facts about the upstream.
+type Host struct {
+	GPUDisabled    bool     `yaml:"gpu_disabled"`
+	GPUInterval    Duration `yaml:"gpu_interval"` // NVML sample period, 100ms..; default 1s
+	BPFDisabled    bool     `yaml:"bpf_disabled"`
+	BPFBudget      float64  `yaml:"bpf_budget"`      // share of one core the probes may cost; default 0.03
+	UpstreamPIDs   []int    `yaml:"upstream_pids"`   // the upstream's processes; default: whoever listens on the first route's upstream port
+	UpstreamCgroup bool     `yaml:"upstream_cgroup"` // widen to every process of their cgroup (the pod)
 }
 
 // Tracing is trace context propagation, sampling and export.
@@ -105,6 +116,7 @@ type Push struct {
 type Limits struct {
 	MaxModels      int     `yaml:"max_models"`       // distinct model/version label pairs before "other"
 	CaptureBytes   int     `yaml:"capture_bytes"`    // HTTP body prefix kept for the decode
+	CaptureBudget  int64   `yaml:"capture_budget"`   // bytes all captures of a route may hold at once, waiting for their decode
 	DecodeSample   float64 `yaml:"decode_sample"`    // share of gRPC infer calls fully decoded
 	DecodeMaxBytes int     `yaml:"decode_max_bytes"` // largest gRPC message captured for that
 	PipelineQueue  int     `yaml:"pipeline_queue"`   // finished records waiting for the sinks
@@ -126,9 +138,11 @@ func Default() Config {
 		Push:         Push{Interval: Duration(10 * time.Second)},
 		Alerting:     Alerting{Window: Duration(10 * time.Second), Resend: Duration(time.Minute)},
 		Tracing:      Tracing{Protocol: "grpc", Insecure: true, Keep: 200},
+		Host:         Host{GPUInterval: Duration(time.Second), BPFBudget: 0.03},
 		Limits: Limits{
 			MaxModels:      100,
 			CaptureBytes:   1 << 20,
+			CaptureBudget:  64 << 20,
 			DecodeSample:   0.01,
 			DecodeMaxBytes: 4 << 20,
 			PipelineQueue:  8192,

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
@@ -147,12 +148,26 @@ func (c *Config) Validate() error {
 			bad("tracing.slo."+m, "must be positive")
 		}
 	}
+	if !c.Host.GPUDisabled && c.Host.GPUInterval < Duration(100*time.Millisecond) {
+		bad("host.gpu_interval", "must be at least 100ms")
+	}
+	if c.Host.BPFBudget <= 0 || c.Host.BPFBudget > 1 {
+		bad("host.bpf_budget", "%v is outside (0, 1]", c.Host.BPFBudget)
+	}
+	for i, pid := range c.Host.UpstreamPIDs {
+		if pid <= 0 {
+			bad(fmt.Sprintf("host.upstream_pids[%d]", i), "%d is not a PID", pid)
+		}
+	}
 	l := c.Limits
 	if l.MaxModels < 1 {
 		bad("limits.max_models", "must be at least 1")
 	}
 	if l.CaptureBytes < 0 {
 		bad("limits.capture_bytes", "must not be negative")
+	}
+	if l.CaptureBudget < int64(l.CaptureBytes) {
+		bad("limits.capture_budget", "%d is below capture_bytes (%d)", l.CaptureBudget, l.CaptureBytes)
 	}
 	if l.DecodeSample < 0 || l.DecodeSample > 1 {
 		bad("limits.decode_sample", "%v is outside 0..1", l.DecodeSample)

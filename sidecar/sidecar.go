@@ -44,6 +44,7 @@ type Sidecar struct {
 	adminSrv  *http.Server
 	adminLn   net.Listener
 	engine    *alerting.Engine
+	host      *host             // GPU and eBPF facts; started with the sidecar
 	sampler   *sampling.Sampler // nil when tracing is disabled
 	tracer    *tracing.Tracer   // nil when tracing is disabled
 	notifiers []closer
@@ -74,7 +75,8 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 		s.bgCancel()
 		return nil, err
 	}
-	sinks := record.Sinks{s.metrics, s.engine}
+	s.host = &host{}
+	sinks := record.Sinks{s.host, s.metrics, s.engine}
 	if s.tracer != nil {
 		sinks = append(sinks, s.tracer)
 	}
@@ -292,6 +294,7 @@ func (s *Sidecar) route(r config.Route, poll bool) (proxy.Listener, proxy.Probe,
 		MaxMessageBytes: r.MaxMessageBytes,
 		Trace:           s.traceHook(),
 		CaptureBytes:    s.cfg.Limits.CaptureBytes,
+		CaptureBudget:   s.cfg.Limits.CaptureBudget,
 		DecodeSample:    s.cfg.Limits.DecodeSample,
 		DecodeMaxBytes:  s.cfg.Limits.DecodeMaxBytes,
 		APIHint:         r.APIHint,
@@ -354,6 +357,11 @@ func (s *Sidecar) Start(ctx context.Context) error {
 	}
 	s.adminLn = al
 	ctx, s.cancel = context.WithCancel(ctx)
+	if err := s.startHost(ctx); err != nil {
+		s.cancel()
+		al.Close()
+		return fmt.Errorf("host: %w", err)
+	}
 	if s.cfg.Push.URL != "" {
 		if err := s.metrics.InitPush(ctx, s.cfg.Push.URL, s.cfg.Push.Interval.D(), s.cfg.Push.ExtraLabels); err != nil {
 			s.cancel()
@@ -462,6 +470,7 @@ func (s *Sidecar) Shutdown(ctx context.Context) error {
 	for _, p := range s.pollers {
 		p.Close()
 	}
+	s.stopHost()
 	for _, n := range s.notifiers {
 		n.Close() // flushes what it can within its own timeout
 	}

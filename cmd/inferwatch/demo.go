@@ -32,13 +32,14 @@ func runDemo(args []string, out, logw io.Writer) error {
 	grpcListen := fs.String("grpc-listen", "127.0.0.1:0", "sidecar gRPC address")
 	httpListen := fs.String("http-listen", "127.0.0.1:0", "sidecar HTTP address")
 	adminListen := fs.String("admin-listen", config.DefaultAdminListen, "sidecar admin address (/metrics)")
-	workers := fs.Int("workers", 2, "model server executions at once")
+	workers := fs.Int("workers", 32, "model server executions at once (injected faults sleep, so many workers keep them from overloading the server)")
 	statsEvery := fs.Duration("triton-stats-interval", 2*time.Second, "statistics-extension poll interval")
 	logLevel := fs.String("log-level", "warn", "sidecar log level")
 	window := fs.Duration("window", 10*time.Second, "window statistics window length (alerts evaluate per window)")
 	sla := fs.Duration("sla", 25*time.Millisecond, "latency SLA of mnist-mlp for LatencyMeanOverSLA")
-	stepAt := fs.Duration("inject-step-at", 0, "after this long, the model server's latency steps up by --step-extra for good (0: never)")
-	stepExtra := fs.Duration("step-extra", 20*time.Millisecond, "the step's added latency")
+	base := fs.Duration("base-latency", 0, "a constant extra latency of every inference from the start (a slower model)")
+	stepAt := fs.Duration("inject-step-at", 0, "after this long, the model server degrades for good: each inference gains an exponentially distributed delay of mean --step-extra (0: never)")
+	stepExtra := fs.Duration("step-extra", 10*time.Millisecond, "mean of the degradation's added latency")
 	var amURLs listFlag
 	fs.Var(&amURLs, "alertmanager-url", "Alertmanager base URL to send alerts to (repeatable)")
 	faults := faultFlags(fs)
@@ -49,6 +50,9 @@ func runDemo(args []string, out, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if f.SpikeEvery > 0 && f.SpikeFor < 4**window {
+		fmt.Fprintf(logw, "inferwatch demo: note: a %v spike spans fewer than 4 %v windows; P99OverBaseline needs 3 breaching windows in a row\n", f.SpikeFor, *window)
+	}
 	logger := newLogger(logw, *logLevel)
 
 	ms, err := startModelServer(modelserver.Options{Workers: *workers, Seed: 1, Faults: f}, "127.0.0.1:0", "127.0.0.1:0")
@@ -56,6 +60,7 @@ func runDemo(args []string, out, logw io.Writer) error {
 		return err
 	}
 	defer ms.stop()
+	ms.SetExtraLatency(*base)
 
 	cfg := config.Default()
 	cfg.AdminListen = *adminListen
@@ -100,11 +105,14 @@ func runDemo(args []string, out, logw io.Writer) error {
 	tbl.AddSection("Newest kept trace (all: "+adminURL+"/traces, or inferwatch traces --admin "+adminURL+")", func() []string {
 		return traceLines(sc)
 	})
+	tbl.AddSection("Host facts for the upstream (this process: the embedded server), last second", func() []string {
+		return hostLines(sc)
+	})
 	if *stepAt > 0 {
 		go func() {
 			select {
 			case <-time.After(*stepAt):
-				ms.SetExtraLatency(*stepExtra)
+				ms.SetDegradation(*stepExtra)
 			case <-ctx.Done():
 			}
 		}()
@@ -239,3 +247,48 @@ func traceLines(sc *sidecar.Sidecar) []string {
 	tracing.Render(&b, pick)
 	return strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
 }
+
+// hostLines renders the eBPF and NVML facts of the last second.
+func hostLines(sc *sidecar.Sidecar) []string {
+	b, g, bpfOn, gpuOn := sc.HostWindow(time.Second)
+	var lines []string
+	switch {
+	case !bpfOn:
+		lines = append(lines, "scheduler/CUDA probes: disabled (no privilege to load eBPF, or no BTF)")
+	default:
+		line := "scheduler:"
+		if b.Sched != nil {
+			mean := 0.0
+			if b.Sched.RunqueueWaits > 0 {
+				mean = msOf(b.Sched.RunqueueDelay) / b.Sched.RunqueueWaits
+			}
+			line += fmt.Sprintf(" run-queue delay %.1fms in all, %.3fms per wait (p99 %.3fms, %.0f waits), off-CPU %.1fms",
+				msOf(b.Sched.RunqueueDelay), mean, msOf(b.Sched.RunqueueP99), b.Sched.RunqueueWaits, msOf(b.Sched.OffCPU))
+		} else {
+			line += " (no sample yet)"
+		}
+		if b.Cgroup != nil {
+			line += fmt.Sprintf(", CFS throttled %.1fms", msOf(b.Cgroup.Throttled))
+		} else {
+			line += ", throttling: no CPU limit on this cgroup"
+		}
+		lines = append(lines, line)
+		if b.CUDA != nil {
+			lines = append(lines, fmt.Sprintf("CUDA: %.0f launches, %.0f B copied, sync wait %.1fms", b.CUDA.Launches, b.CUDA.H2DBytes+b.CUDA.D2HBytes, msOf(b.CUDA.SyncWait)))
+		} else {
+			lines = append(lines, "CUDA: absent (the upstream maps no libcudart/libcuda)")
+		}
+	}
+	if gpuOn && len(g.Devices) > 0 {
+		for _, d := range g.Devices {
+			if d.SMUtil != nil {
+				lines = append(lines, fmt.Sprintf("GPU %d: SM %.0f%%", d.Index, d.SMUtil.Mean*100))
+			}
+		}
+	} else {
+		lines = append(lines, "GPU: absent (no NVIDIA driver on this machine)")
+	}
+	return lines
+}
+
+func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -53,7 +53,7 @@ func (m *modelServer) stop() {
 // faultFlags binds the fault-injection flags shared by demo and modelserver.
 func faultFlags(fs *flag.FlagSet) func() (modelserver.Faults, error) {
 	spike := fs.Duration("inject-spike", 0, "a latency spike every this often (e.g. 30s); 0 for none")
-	spikeFor := fs.Duration("spike-for", 5*time.Second, "how long each spike lasts")
+	spikeFor := fs.Duration("spike-for", 45*time.Second, "how long each spike lasts (P99OverBaseline needs 3 windows of it)")
 	spikeExtra := fs.Duration("spike-extra", 50*time.Millisecond, "latency each inference gains during a spike")
 	leak := fs.String("inject-leak", "", "memory leaked per second, e.g. 1MiB")
 	neighbour := fs.Float64("inject-neighbour", 0, "cores' worth of CPU a noisy neighbour burns, e.g. 1")

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -62,6 +63,11 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 	otlpProto := fs.String("otlp-protocol", "grpc", "grpc or http")
 	traceTarget := fs.Float64("trace-target-per-second", 100, "head-sampled traces kept per second per route/model (100 gives 10% at 1k QPS)")
 	noTracing := fs.Bool("no-tracing", false, "no trace propagation and no spans")
+	noGPU := fs.Bool("no-gpu", false, "do not sample NVML")
+	noBPF := fs.Bool("no-bpf", false, "do not load the eBPF probes")
+	bpfBudget := fs.Float64("bpf-budget", 0.03, "share of one core the eBPF probes may cost")
+	var upPIDs listFlag
+	fs.Var(&upPIDs, "upstream-pid", "the upstream's PID (repeatable); default: whoever listens on the first upstream port")
 	labels := labelFlags{}
 	fs.Var(labels, "push-extra-label", "name=value added to pushed series (repeatable); POD_NAME and POD_NAMESPACE from the environment become pod and namespace")
 	return func() (config.Config, error) {
@@ -104,6 +110,20 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 		pick("trace-target-per-second", func() { cfg.Tracing.TargetPerSecond = *traceTarget })
 		if *noTracing {
 			cfg.Tracing.Disabled = true
+		}
+		if *noGPU {
+			cfg.Host.GPUDisabled = true
+		}
+		if *noBPF {
+			cfg.Host.BPFDisabled = true
+		}
+		pick("bpf-budget", func() { cfg.Host.BPFBudget = *bpfBudget })
+		for _, v := range upPIDs {
+			pid, err := strconv.Atoi(v)
+			if err != nil {
+				return cfg, fmt.Errorf("--upstream-pid %q: not a number", v)
+			}
+			cfg.Host.UpstreamPIDs = append(cfg.Host.UpstreamPIDs, pid)
 		}
 		cfg.Alerting.AlertmanagerURLs = append(cfg.Alerting.AlertmanagerURLs, amURLs...)
 		if *webhook != "" {

@@ -2,6 +2,7 @@ package modelserver
 
 import (
 	"context"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -124,6 +125,9 @@ func (s *Server) stages(ctx context.Context, j job) (t timing, batch int, err er
 // for SetExtraLatency: injected delay, documented as such, not model work.
 func (s *Server) injectFaults(ctx context.Context) error {
 	d := time.Duration(s.extra.Load())
+	if m := s.degrade.Load(); m > 0 {
+		d += time.Duration(rand.ExpFloat64() * float64(m))
+	}
 	if s.faults.spikeAt(time.Since(s.started)) {
 		d += s.faults.SpikeExtra
 	}

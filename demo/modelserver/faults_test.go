@@ -2,6 +2,7 @@ package modelserver
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -84,5 +85,34 @@ func TestSetExtraLatency(t *testing.T) {
 				t.Errorf("infer stage %v, want in [%v,%v)", d, tc.min, tc.max)
 			}
 		})
+	}
+}
+
+func TestSetDegradationRaisesMeanAndSpread(t *testing.T) {
+	s := New(Options{Workers: 64})
+	defer s.Close()
+	measure := func() (mean, sd float64) {
+		var xs []float64
+		for i := 0; i < 60; i++ {
+			st := time.Now()
+			if err := s.injectFaults(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			xs = append(xs, float64(time.Since(st))/float64(time.Millisecond))
+		}
+		for _, x := range xs {
+			mean += x
+		}
+		mean /= float64(len(xs))
+		for _, x := range xs {
+			sd += (x - mean) * (x - mean)
+		}
+		return mean, math.Sqrt(sd / float64(len(xs)-1))
+	}
+	m0, sd0 := measure()
+	s.SetDegradation(4 * time.Millisecond)
+	m1, sd1 := measure()
+	if m1 < m0+2 || sd1 < sd0+1.5 {
+		t.Fatalf("degradation moved mean %.2f→%.2f ms, std-dev %.2f→%.2f ms", m0, m1, sd0, sd1)
 	}
 }

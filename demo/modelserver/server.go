@@ -54,6 +54,7 @@ type Server struct {
 	started time.Time
 	faults  Faults
 	extra   atomic.Int64 // SetExtraLatency, in ns
+	degrade atomic.Int64 // SetDegradation: mean of an exponential extra delay, in ns
 	seq     atomic.Uint64
 
 	stop      chan struct{}
@@ -107,6 +108,14 @@ func GRPCServerOptions() []grpc.ServerOption {
 // step change for tests and the demo. Zero removes it.
 func (s *Server) SetExtraLatency(d time.Duration) {
 	s.extra.Store(int64(d))
+}
+
+// SetDegradation makes every inference from now on take an extra delay
+// drawn from an exponential distribution with mean d (in the infer stage):
+// a degradation that raises the mean and the spread of latency together, as
+// a contended device does. Zero removes it.
+func (s *Server) SetDegradation(d time.Duration) {
+	s.degrade.Store(int64(d))
 }
 
 // Close stops the faults and frees the leaked memory. It does not stop the

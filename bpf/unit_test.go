@@ -1,0 +1,278 @@
+package bpf
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+)
+
+func TestParseMaps(t *testing.T) {
+	in := `55d0c8a00000-55d0c8a01000 r--p 00000000 fd:01 1311 /opt/app/cudaprog
+7f3c1a000000-7f3c1a021000 r--p 00000000 fd:01 1312    /usr/lib/x86_64-linux-gnu/libcudart.so.12.4.127
+7f3c1a021000-7f3c1a0a0000 r-xp 00021000 fd:01 1312    /usr/lib/x86_64-linux-gnu/libcudart.so.12.4.127
+7f3c1b000000-7f3c1b400000 r-xp 00100000 00:2a 99 /tmp/x/libcuda.so.1 (deleted)
+7f3c1c000000-7f3c1c100000 r-xp 00000000 fd:01 7 /site-packages/torch/lib/libcudart-d0da41ae.so.11.0
+7f3c1d000000-7f3c1d100000 r-xp 00000000 fd:01 8 /usr/lib/libcudnn.so.8
+7f3c1e000000-7f3c1e100000 r-xp 00000000 fd:01 9 /usr/lib/libcudadebugger.so.1
+7ffd1000000-7ffd1021000 rw-p 00000000 00:00 0                          [stack]
+7ffd2000000-7ffd2001000 rw-p 00000000 00:00 0
+`
+	ms, err := parseMaps(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 9 {
+		t.Fatalf("%d mappings, want 9", len(ms))
+	}
+	if m := ms[3]; !m.deleted || m.path != "/tmp/x/libcuda.so.1" || m.offset != 0x100000 || m.dev != "00:2a" || m.inode != 99 || !m.exec() {
+		t.Errorf("deleted mapping parsed as %+v", m)
+	}
+	libs := cudaLibraries(42, ms)
+	if len(libs) != 3 {
+		t.Fatalf("libraries %+v, want libcudart, libcuda and the hashed libcudart", libs)
+	}
+	rt := libs[0]
+	if rt.kind != libRuntime || len(rt.exec) != 1 || rt.exec[0] != [2]uint64{0x7f3c1a021000, 0x7f3c1a0a0000} || rt.open != "/proc/42/map_files/7f3c1a000000-7f3c1a021000" {
+		t.Errorf("runtime library %+v", *rt)
+	}
+	if libs[1].kind != libDriver || !libs[1].deleted || libs[2].kind != libRuntime {
+		t.Errorf("libraries %+v %+v", *libs[1], *libs[2])
+	}
+	if _, off, ok := fileOffset(ms, 0x7f3c1a021010); !ok || off != 0x21010 {
+		t.Errorf("file offset %#x, %v", off, ok)
+	}
+	if _, _, ok := fileOffset(ms, 0x7ffd1000010); ok {
+		t.Error("an anonymous mapping has a file offset")
+	}
+	if _, err := parseMaps(strings.NewReader("zz-yy r-xp 0 0:0 0 x\n")); err == nil {
+		t.Error("a bad line parsed")
+	}
+}
+
+func TestCUDALibKind(t *testing.T) {
+	for name, want := range map[string]int{
+		"libcudart.so": 0, "libcudart.so.12": 0, "/a/libcudart.so.11.0": 0, "libcudart-d0da41ae.so.11.0": 0,
+		"libcuda.so": 1, "libcuda.so.1": 1, "libcuda.so.550.54.15": 1,
+		"libcudart_static.a": -1, "libcudnn.so.9": -1, "libcudadebugger.so.1": -1, "libcudart-.so": -1, "libcuda-x.so": -1,
+	} {
+		k, ok := cudaLibKind(name)
+		got := -1
+		if ok {
+			got = int(k)
+		}
+		if got != want {
+			t.Errorf("cudaLibKind(%q) = %d, want %d", name, got, want)
+		}
+	}
+}
+
+func TestCPUStat(t *testing.T) {
+	v2 := "usage_usec 100\nnr_periods 50\nnr_throttled 7\nthrottled_usec 2500\n"
+	s, ok := parseCPUStat([]byte(v2))
+	if !ok || s.periods != 50 || s.throttled != 7 || s.throttledTime != 2500*time.Microsecond {
+		t.Errorf("v2: %+v %v", s, ok)
+	}
+	v1 := "nr_periods 10\nnr_throttled 3\nthrottled_time 4000000\n"
+	if s, ok := parseCPUStat([]byte(v1)); !ok || s.throttledTime != 4*time.Millisecond {
+		t.Errorf("v1: %+v %v", s, ok)
+	}
+	if _, ok := parseCPUStat([]byte("usage_usec 1\nuser_usec 1\n")); ok {
+		t.Error("a cpu.stat without throttling reported throttling")
+	}
+}
+
+func TestCgroupPaths(t *testing.T) {
+	mi := `31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+`
+	mounts := parseMountinfo([]byte(mi))
+	if len(mounts) != 3 {
+		t.Fatalf("mounts %+v", mounts)
+	}
+	hybrid := "4:memory:/pod/a\n2:cpu,cpuacct:/pod/a\n0::/pod/a\n"
+	if p, err := cpuStatPath([]byte(hybrid), mounts); err != nil || p != "/sys/fs/cgroup/cpu,cpuacct/pod/a/cpu.stat" {
+		t.Errorf("hybrid: %q %v", p, err)
+	}
+	unified := parseMountinfo([]byte("30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"))
+	if p, err := cpuStatPath([]byte("0::/kubepods/pod1/c1\n"), unified); err != nil || p != "/sys/fs/cgroup/kubepods/pod1/c1/cpu.stat" {
+		t.Errorf("v2: %q %v", p, err)
+	}
+	// A container's cgroup namespace: its mount root is a sub-tree.
+	sub := parseMountinfo([]byte(`30 1 0:26 /kubepods/pod1 /sys/fs/cgroup rw - cgroup2 cgroup2 rw` + "\n"))
+	if p, err := cpuStatPath([]byte("0::/kubepods/pod1/c2\n"), sub); err != nil || p != "/sys/fs/cgroup/c2/cpu.stat" {
+		t.Errorf("sub-tree: %q %v", p, err)
+	}
+	if _, err := cpuStatPath([]byte("0::/other\n"), sub); err == nil {
+		t.Error("a cgroup outside the mounted sub-tree was mapped")
+	}
+	if _, err := cpuStatPath([]byte("0::/../x\n"), unified); err == nil {
+		t.Error("a cgroup outside the namespace was mapped")
+	}
+	if got := unescapeMount(`/a\040b`); got != "/a b" {
+		t.Errorf("unescape: %q", got)
+	}
+}
+
+func TestParsePSI(t *testing.T) {
+	p, ok := parsePSI([]byte("some avg10=1.00 avg60=0.50 avg300=0.10 total=1500\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=200\n"))
+	if !ok || p.some != 1500*time.Microsecond || p.full != 200*time.Microsecond {
+		t.Errorf("%+v %v", p, ok)
+	}
+	if _, ok := parsePSI(nil); ok {
+		t.Error("empty PSI parsed")
+	}
+}
+
+func TestDecideDuty(t *testing.T) {
+	for _, c := range []struct {
+		budget, always, rate, cost, min, want float64
+	}{
+		{0.03, 0, 0, 20e-6, 0.01, 1},        // no launches: free
+		{0.03, 0, 1000, 20e-6, 0.01, 1},     // 2% fits in 3%
+		{0.03, 0, 40000, 15e-6, 0.01, 0.05}, // 60% of a core: 5% of the time
+		{0.03, 0.01, 40000, 15e-6, 0.01, 0.02 / 0.6},
+		{0.03, 0.05, 40000, 15e-6, 0.01, 0.01}, // over budget without launches: the floor
+	} {
+		if got := decideDuty(c.budget, c.always, c.rate, c.cost, c.min); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("decideDuty(%+v) = %v", c, got)
+		}
+	}
+}
+
+func TestGateLog(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	var g gateLog
+	g.openAt(at(0))
+	g.closeAt(at(100))
+	g.openAt(at(1000))
+	if d := g.onWithin(at(50), at(1050)); d != 100*time.Millisecond {
+		t.Errorf("on within = %v, want 100ms", d)
+	}
+	if d := g.onWithin(at(200), at(900)); d != 0 {
+		t.Errorf("on within an off-phase = %v", d)
+	}
+}
+
+func TestTailRate(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	// Idle for 200 ms, then 20k/s: the tail sees the new rate.
+	marks := []launchMark{{at(50), 0}, {at(100), 0}, {at(150), 0}, {at(200), 0}, {at(250), 1000}, {at(300), 2000}}
+	if r := tailRate(marks, launchMark{at(0), 0}, launchMark{at(350), 3000}); math.Abs(r-20000) > 1 {
+		t.Errorf("tail rate %v, want 20000", r)
+	}
+	// A phase shorter than the tail is taken whole.
+	if r := tailRate(nil, launchMark{at(0), 0}, launchMark{at(40), 800}); math.Abs(r-20000) > 1 {
+		t.Errorf("short phase rate %v, want 20000", r)
+	}
+}
+
+// TestJoinProportional: a window covering half a sample gets half its
+// counts; levels come from the last sample; waits are clipped exactly.
+func TestJoinProportional(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	r := newRing(2)
+	r.push(sample{start: at(-100), end: at(0)}) // pushed out by the next two
+	r.push(sample{start: at(0), end: at(100), cuda: true, launches: 100, launchesCounted: 100, outstanding: 10, sched: true, rqNs: 1000, rqWaits: 10})
+	s := sample{start: at(100), end: at(200), cuda: true, launches: 50, launchesCounted: 10, estimated: true, outstanding: 20}
+	s.copyBytes[dirH2D] = 400
+	s.rqHist[10] = 4
+	s.sched = true
+	r.push(s)
+	var l syncLog
+	l.end(syncSpan{begin: at(40), end: at(60), tid: 1})
+	l.begin(syncSpan{begin: at(140), tid: 2})
+	f := join(r, &l, []OOMKill{{Time: at(120), PID: 7}, {Time: at(500), PID: 8}}, at(50), at(150), at(160))
+	if f.Samples != 2 || f.Coverage != 1 || f.CUDA == nil || f.Sched == nil {
+		t.Fatalf("facts %+v", f)
+	}
+	c := f.CUDA
+	if c.Launches != 75 || !c.LaunchesEstimated || c.H2DBytes != 200 || c.Outstanding != 20 {
+		t.Errorf("CUDA facts %+v", *c)
+	}
+	if c.SyncWait != 20*time.Millisecond || c.Syncs != 2 {
+		t.Errorf("sync wait %v in %d, want 10ms+10ms in 2", c.SyncWait, c.Syncs)
+	}
+	if f.Sched.RunqueueDelay != 500 || f.Sched.RunqueueWaits != 5 {
+		t.Errorf("sched facts %+v", *f.Sched)
+	}
+	if len(f.OOMKills) != 1 || f.OOMKills[0].PID != 7 {
+		t.Errorf("OOM kills %+v", f.OOMKills)
+	}
+	if f := join(r, &l, nil, at(300), at(400), at(400)); f.Present() || f.Samples != 0 {
+		t.Errorf("a window past the samples has facts %+v", f)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var h [nBuckets]float64
+	h[10] = 50 // [1024, 2048) ns
+	h[20] = 50 // [~1ms, ~2ms)
+	if p := percentile(h[:], 0.5); p < 1024 || p > 2048 {
+		t.Errorf("p50 %v", p)
+	}
+	if p := percentile(h[:], 0.99); p < 1<<20 || p > 1<<21 {
+		t.Errorf("p99 %v", p)
+	}
+	if percentile(make([]float64, nBuckets), 0.5) != 0 {
+		t.Error("empty histogram has a percentile")
+	}
+}
+
+func TestLog2HistExposition(t *testing.T) {
+	var h log2Hist
+	h.counts[9] = 2  // below 1.024µs
+	h.counts[19] = 3 // about 0.5ms
+	h.sumNs = 1_500_000
+	var b bytes.Buffer
+	h.write(&b, "x_seconds")
+	out := b.String()
+	for _, want := range []string{
+		"# TYPE x_seconds histogram\n",
+		`x_seconds_bucket{le="1.024e-06"} 2` + "\n",
+		`x_seconds_bucket{le="0.000262144"} 2` + "\n",
+		`x_seconds_bucket{le="0.001048576"} 5` + "\n",
+		`x_seconds_bucket{le="+Inf"} 5` + "\n",
+		"x_seconds_sum 0.0015\n",
+		"x_seconds_count 5\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("exposition lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestOptions(t *testing.T) {
+	o, err := Options{}.withDefaults()
+	if err != nil || o.Budget != DefaultBudget || o.Sample != DefaultSample || o.Period != DefaultPeriod || o.ringCapacity() != 2401 {
+		t.Errorf("defaults %+v %v", o, err)
+	}
+	for _, bad := range []Options{{Budget: -1}, {Sample: time.Millisecond}, {Sample: 2 * time.Second}, {MinDuty: 2}, {Costs: &Costs{}}} {
+		if _, err := bad.withDefaults(); err == nil {
+			t.Errorf("options %+v accepted", bad)
+		}
+	}
+}
+
+// TestNilProbes: a nil *Probes answers like disabled ones.
+func TestNilProbes(t *testing.T) {
+	var p *Probes
+	if p.Enabled() || p.Window(time.Now(), time.Now().Add(time.Second)).Present() || p.Kernels(3) != nil || p.Close() != nil || !p.Settled(time.Now()) {
+		t.Error("a nil Probes reports something")
+	}
+	set := metrics.NewSet()
+	newExporter(set).start(false, false, false)
+	var b bytes.Buffer
+	set.WritePrometheus(&b)
+	if !strings.Contains(b.String(), "inferwatch_bpf_enabled 0") || strings.Contains(b.String(), "inferwatch_cuda") {
+		t.Errorf("disabled metrics:\n%s", b.String())
+	}
+}

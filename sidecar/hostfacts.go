@@ -1,0 +1,136 @@
+package sidecar
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/inferwatch/inferwatch/bpf"
+	"github.com/inferwatch/inferwatch/gpu"
+	"github.com/inferwatch/inferwatch/gpu/pids"
+	"github.com/inferwatch/inferwatch/record"
+)
+
+// host holds the GPU sampler and the eBPF probes, either of which may be
+// absent (no driver, no privilege): then its facts are absent, not zero.
+type host struct {
+	gpu    *gpu.Sampler
+	probes *bpf.Probes
+}
+
+// upstreamSpec says how to find the upstream's processes: the configured
+// PIDs, else whoever listens on the first route's upstream port when that
+// upstream is on this machine.
+func (s *Sidecar) upstreamSpec() pids.Spec {
+	h := s.cfg.Host
+	spec := pids.Spec{PIDs: h.UpstreamPIDs, Cgroup: h.UpstreamCgroup}
+	if len(spec.PIDs) == 0 && len(s.cfg.Routes) > 0 {
+		hostName, port, err := net.SplitHostPort(s.cfg.Routes[0].Upstream)
+		if ip := net.ParseIP(hostName); err == nil && (hostName == "localhost" || (ip != nil && ip.IsLoopback())) {
+			spec.Port, _ = strconv.Atoi(port)
+		}
+	}
+	return spec
+}
+
+// startHost starts what the configuration asks for; failures to find a
+// driver or to load BPF are logged once by those packages and leave the
+// facts absent.
+func (s *Sidecar) startHost(ctx context.Context) error {
+	h := s.cfg.Host
+	spec := s.upstreamSpec()
+	if !h.GPUDisabled {
+		g, err := gpu.Start(ctx, gpu.Options{Interval: h.GPUInterval.D(), Upstream: spec, Set: s.metrics.Metrics(), Logger: s.logger})
+		if err != nil {
+			return err
+		}
+		s.host.gpu = g
+	}
+	if !h.BPFDisabled {
+		p, err := bpf.Start(ctx, bpf.Options{
+			PIDs: func() ([]int, error) {
+				if spec.IsZero() {
+					return nil, nil
+				}
+				return spec.Resolve()
+			},
+			Budget: h.BPFBudget, Set: s.metrics.Metrics(), Logger: s.logger,
+		})
+		if err != nil {
+			return err
+		}
+		s.host.probes = p
+	}
+	return nil
+}
+
+func (s *Sidecar) stopHost() {
+	if s.host.gpu != nil {
+		s.host.gpu.Close()
+	}
+	if s.host.probes != nil {
+		s.host.probes.Close()
+	}
+}
+
+// Observe joins a finished call to the samples its window overlaps. It runs
+// first on the pipeline goroutine so the sinks after it (metrics, alerts,
+// spans) see the facts. The newest sample may not yet cover the call's last
+// stretch; Coverage says how much was covered.
+func (h *host) Observe(c *record.Call) {
+	var f record.HostFacts
+	if h.gpu != nil && h.gpu.Available() {
+		g := h.gpu.ForCall(c)
+		for _, d := range g.Devices {
+			if d.Upstream == nil || d.Upstream.SMUtil == nil {
+				continue
+			}
+			f.GPU = true
+			f.GPUUtil = max(f.GPUUtil, d.Upstream.SMUtil.Mean)
+			if d.MemoryUsedMax != nil {
+				f.GPUMemoryUsed = max(f.GPUMemoryUsed, *d.MemoryUsedMax)
+			}
+			if d.Neighbours != nil && d.Neighbours.SMUtil != nil {
+				f.NeighbourGPUUtil = max(f.NeighbourGPUUtil, d.Neighbours.SMUtil.Mean)
+			}
+			f.Coverage = max(f.Coverage, d.Coverage)
+		}
+	}
+	if h.probes != nil { // cgroup throttling is read from files, with or without eBPF
+		b := h.probes.ForCall(c)
+		if b.CUDA != nil {
+			f.CUDA = true
+			f.KernelLaunches, f.LaunchesEstimated = b.CUDA.Launches, b.CUDA.LaunchesEstimated
+			f.CopyBytes = b.CUDA.H2DBytes + b.CUDA.D2HBytes
+			f.SyncWait = b.CUDA.SyncWait
+		}
+		if b.Sched != nil {
+			f.Sched = true
+			f.RunqueueDelay, f.OffCPU = b.Sched.RunqueueDelay, b.Sched.OffCPU
+		}
+		if b.Cgroup != nil {
+			f.Sched = true
+			f.Throttled = b.Cgroup.Throttled
+		}
+		f.Coverage = max(f.Coverage, b.Coverage)
+	}
+	if f.GPU || f.CUDA || f.Sched {
+		c.Host = &f
+	}
+}
+
+// HostWindow returns the eBPF and GPU facts of the last span of time, for a
+// live view; either may be absent.
+func (s *Sidecar) HostWindow(d time.Duration) (bpf.Facts, gpu.Facts, bool, bool) {
+	now := time.Now()
+	var b bpf.Facts
+	var g gpu.Facts
+	if s.host.probes != nil {
+		b = s.host.probes.Window(now.Add(-d), now)
+	}
+	if s.host.gpu != nil && s.host.gpu.Available() {
+		g = s.host.gpu.Window(now.Add(-d), now)
+	}
+	return b, g, s.host.probes.Enabled(), s.host.gpu != nil && s.host.gpu.Available()
+}
