@@ -18,18 +18,13 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/inferwatch/inferwatch/demo/loadgen"
 	"github.com/inferwatch/inferwatch/internal/testenv"
@@ -79,7 +74,10 @@ func TestE2EPrometheusP99MatchesSidecar(t *testing.T) {
 	px.waitReady(t, 5*time.Second)
 
 	dir := t.TempDir()
-	prom := startPromForSidecar(t, promBin, dir, px.admin, promFastRules(t, dir))
+	// The rule groups run every minute in production; evaluated each second
+	// here, the evaluation nearest the end of the sidecar's minute is at most
+	// a second off it, and the test need not wait minutes for the first one.
+	prom := testenv.StartPrometheus(t, promBin, dir, px.admin, testenv.FastRules(t, promRulesFile, dir))
 
 	// Open-loop load until the test ends; stopped before the processes
 	// (cleanups run last-registered first).
@@ -213,69 +211,6 @@ func waitFullMinute(t *testing.T, px *sidecarProc, model string, notBefore, dead
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// promFastRules writes a copy of the repository's rules with every group
-// evaluated each second instead of each minute; the expressions, and their
-// [1m] windows, are unchanged. At `interval: 1m` the first evaluation
-// comes up to a minute after Prometheus starts and the next a minute later,
-// so the test would run for minutes, and the evaluation nearest the
-// sidecar's 1-minute view could be up to 30 s off it.
-func promFastRules(t *testing.T, dir string) string {
-	t.Helper()
-	b, err := os.ReadFile(promRulesFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := yaml.Unmarshal(b, &doc); err != nil {
-		t.Fatalf("parse %s: %v", promRulesFile, err)
-	}
-	groups, _ := doc["groups"].([]any)
-	if len(groups) == 0 {
-		t.Fatalf("%s: no groups", promRulesFile)
-	}
-	for _, g := range groups {
-		g.(map[string]any)["interval"] = "1s"
-	}
-	out, err := yaml.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "rules.yaml")
-	if err := os.WriteFile(path, out, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// startPromForSidecar runs Prometheus on a free loopback port, scraping the
-// sidecar's admin /metrics every second with the given rules, and stops it
-// when the test ends.
-func startPromForSidecar(t *testing.T, bin, dir, target, rules string) string {
-	t.Helper()
-	addr := testenv.FreeAddr(t)
-	config := filepath.Join(dir, "prometheus.yml")
-	cfg := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files: [%q]
-scrape_configs:
-  - job_name: inferwatch
-    static_configs:
-      - targets: [%q]
-`, rules, target)
-	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p := testenv.Start(t, bin,
-		"--config.file="+config,
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr,
-		"--log.level=warn",
-	)
-	testenv.WaitHTTP(t, p, "http://"+addr+"/-/ready", 20*time.Second)
-	return addr
 }
 
 // promAPI runs a Prometheus HTTP API GET and decodes its data into into.

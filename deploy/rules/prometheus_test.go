@@ -8,16 +8,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/inferwatch/inferwatch/internal/testenv"
 	"github.com/inferwatch/inferwatch/metricset"
@@ -68,7 +64,7 @@ func TestRulesInPrometheus(t *testing.T) {
 	t.Cleanup(sidecar.Close)
 
 	dir := t.TempDir()
-	prom := startPrometheus(t, bin, dir, strings.TrimPrefix(sidecar.URL, "http://"), fastRules(t, dir))
+	prom := testenv.StartPrometheus(t, bin, dir, strings.TrimPrefix(sidecar.URL, "http://"), testenv.FastRules(t, rulesFile, dir))
 
 	waitFor(t, prom, `inferwatch_request_duration_seconds_count{model="resnet"}`, func(v float64) bool { return v == float64(len(durations)) })
 	observe()
@@ -106,62 +102,6 @@ func TestRulesInPrometheus(t *testing.T) {
 	waitFor(t, prom, `count(ALERTS{alertname="LatencyMeanOverSLA",basis="observed",model="resnet",version="1"})`, func(v float64) bool { return v == 1 })
 
 	checkRuleHealth(t, prom)
-}
-
-// fastRules writes a copy of the rules evaluated every second instead of
-// every minute, so the test need not wait for minutes; the expressions are
-// unchanged.
-func fastRules(t *testing.T, dir string) string {
-	t.Helper()
-	b, err := os.ReadFile(rulesFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := yaml.Unmarshal(b, &doc); err != nil {
-		t.Fatalf("parse %s: %v", rulesFile, err)
-	}
-	groups, _ := doc["groups"].([]any)
-	for _, g := range groups {
-		g.(map[string]any)["interval"] = "1s"
-	}
-	out, err := yaml.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "rules.yaml")
-	if err := os.WriteFile(path, out, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// startPrometheus runs Prometheus on a free loopback port, scraping target
-// every second with the given rules, and stops it when the test ends.
-func startPrometheus(t *testing.T, bin, dir, target, rules string) string {
-	t.Helper()
-	addr := testenv.FreeAddr(t)
-	config := filepath.Join(dir, "prometheus.yml")
-	cfg := fmt.Sprintf(`global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files: [%q]
-scrape_configs:
-  - job_name: inferwatch
-    static_configs:
-      - targets: [%q]
-`, rules, target)
-	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p := testenv.Start(t, bin,
-		"--config.file="+config,
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr,
-		"--log.level=warn",
-	)
-	testenv.WaitHTTP(t, p, "http://"+addr+"/-/ready", 20*time.Second)
-	return addr
 }
 
 // waitFor polls an instant query expected to give at most one series until
