@@ -94,18 +94,7 @@ func grpcCode(err error) string {
 	if err == nil {
 		return "OK"
 	}
-	code := status.Code(err)
-	if n := int(code); n >= 0 && n < len(codeNames) {
-		return codeNames[n]
-	}
-	return "UNKNOWN"
-}
-
-var codeNames = [...]string{
-	"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
-	"NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-	"FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
-	"INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+	return record.GRPCCodeName(int(status.Code(err)))
 }
 
 func fillRequest(c *record.Call, m *inference.ModelInferRequest) {

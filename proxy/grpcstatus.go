@@ -5,15 +5,9 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-)
 
-// gRPC status codes by number, spelled as the protocol does.
-var grpcCodeNames = [...]string{
-	"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
-	"NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-	"FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
-	"INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
-}
+	"github.com/inferwatch/inferwatch/record"
+)
 
 const (
 	grpcCancelled         = 1
@@ -29,10 +23,10 @@ func grpcCodeName(v string) string {
 		return "OK" // the common case, without strconv
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 || n >= len(grpcCodeNames) {
+	if err != nil {
 		return "UNKNOWN"
 	}
-	return grpcCodeNames[n]
+	return record.GRPCCodeName(n)
 }
 
 // isGRPC reports whether r is a gRPC call (application/grpc, +proto etc.).

@@ -132,7 +132,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.o.Trace != nil {
 		h.o.Trace.Start(c, h.o.Route, r.Header)
 	}
-	out := h.outgoing(ctx, r, cl.body)
+	out := h.outgoing(ctx, r, cl.grpc, cl.body)
 
 	c.UpstreamStart = time.Since(start)
 	res, err := h.o.Transport.RoundTrip(out)
@@ -154,7 +154,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // outgoing builds the upstream request: same method, path, query, headers
 // (less hop-by-hop; traceparent and tracestate as the trace hook set them),
 // host and body; nothing else added.
-func (h *Handler) outgoing(ctx context.Context, r *http.Request, body *requestBody) *http.Request {
+func (h *Handler) outgoing(ctx context.Context, r *http.Request, grpc bool, body *requestBody) *http.Request {
 	out := r.WithContext(ctx)
 	u := *r.URL
 	u.Scheme, u.Host = h.scheme, h.o.Upstream
@@ -165,7 +165,7 @@ func (h *Handler) outgoing(ctx context.Context, r *http.Request, body *requestBo
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = []string{""} // keep the transport from adding its own
 	}
-	if r.Body == nil || r.Body == http.NoBody || (r.ContentLength == 0 && !isGRPC(r)) {
+	if r.Body == nil || r.Body == http.NoBody || (r.ContentLength == 0 && !grpc) {
 		out.Body = nil
 		body.markEmpty()
 	} else {
@@ -245,7 +245,7 @@ func (h *Handler) relay(w http.ResponseWriter, cl *call, res *http.Response) (ab
 		c.ErrorKind = kind
 		if cl.grpc {
 			writeGRPCError(w, true, gcode, "inferwatch: upstream response broke: "+cl.failed.Error())
-			c.Code = grpcCodeNames[gcode]
+			c.Code = record.GRPCCodeName(gcode)
 			c.Egress = tw.blocked
 			return false
 		}
@@ -318,7 +318,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, ctx context.Conte
 	h.o.Logger.Debug("upstream call failed", "route", h.o.Route, "path", r.URL.Path, "kind", kind, "err", err)
 	if cl.grpc {
 		writeGRPCError(w, false, gcode, msg)
-		c.Code = grpcCodeNames[gcode]
+		c.Code = record.GRPCCodeName(gcode)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -339,7 +339,7 @@ func errorText(k record.ErrorKind) string {
 
 func statusForCancel(grpc bool) string {
 	if grpc {
-		return grpcCodeNames[grpcCancelled]
+		return record.GRPCCodeName(grpcCancelled)
 	}
 	return "499"
 }

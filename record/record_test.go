@@ -93,3 +93,21 @@ func TestPipelineRunsDeferredThenSinksAndDropsWhenFull(t *testing.T) {
 		t.Fatalf("Submit after Close accepted a record")
 	}
 }
+
+func TestGRPCCodes(t *testing.T) {
+	for n := -1; n <= 17; n++ {
+		name := GRPCCodeName(n)
+		m, ok := GRPCCodeNumber(name)
+		switch {
+		case n < 0 || n > 16:
+			if name != "UNKNOWN" {
+				t.Errorf("GRPCCodeName(%d) = %q, want UNKNOWN", n, name)
+			}
+		case !ok || m != n:
+			t.Errorf("%d -> %q -> %d, %v", n, name, m, ok)
+		}
+	}
+	if n, _ := GRPCCodeNumber("UNAVAILABLE"); n != 14 {
+		t.Errorf("UNAVAILABLE = %d", n)
+	}
+}

@@ -88,14 +88,6 @@ var grpcMethods = map[string]string{
 
 const kserveGRPCService = "inference.GRPCInferenceService"
 
-// grpcStatusCodes maps gRPC status code names to their numbers.
-var grpcStatusCodes = map[string]int{
-	"OK": 0, "CANCELLED": 1, "UNKNOWN": 2, "INVALID_ARGUMENT": 3, "DEADLINE_EXCEEDED": 4,
-	"NOT_FOUND": 5, "ALREADY_EXISTS": 6, "PERMISSION_DENIED": 7, "RESOURCE_EXHAUSTED": 8,
-	"FAILED_PRECONDITION": 9, "ABORTED": 10, "OUT_OF_RANGE": 11, "UNIMPLEMENTED": 12,
-	"INTERNAL": 13, "UNAVAILABLE": 14, "DATA_LOSS": 15, "UNAUTHENTICATED": 16,
-}
-
 // httpRoute derives the HTTP method and route template of a recognised HTTP
 // call from its API and method: the record keeps no path, and the route
 // fixes both for every recognised form. ok is false for unknown calls.
@@ -213,7 +205,7 @@ func callAttributes(c *record.Call, tail string) []attribute.KeyValue {
 				a = append(a, attribute.String("rpc.method", m))
 			}
 		}
-		if n, ok := grpcStatusCodes[c.Code]; ok {
+		if n, ok := record.GRPCCodeNumber(c.Code); ok {
 			a = append(a, attribute.Int("rpc.grpc.status_code", n))
 		}
 	} else {
