@@ -1,7 +1,6 @@
 package alertmanager
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,9 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -146,95 +142,28 @@ func TestRealAlertmanager(t *testing.T) {
 	}
 }
 
-// alertmanagerProc is an Alertmanager the test starts and stops.
+// alertmanagerProc is an Alertmanager the test starts, stops and restarts
+// on the same address and state.
 type alertmanagerProc struct {
-	bin, addr, dir, config string
-	cmd                    *exec.Cmd
-	done                   chan struct{}
-	logs                   *bytes.Buffer
+	bin, addr, dir, receiver string
+	p                        *testenv.Process
 }
 
-// startAlertmanager writes a config routing every alert to the receiver
-// URL (group_wait and group_interval 1s, repeat_interval 1h, resolved
-// notifications on) and starts Alertmanager on addr with clustering off.
 func startAlertmanager(t *testing.T, bin, addr, dir, receiverURL string) *alertmanagerProc {
 	t.Helper()
-	config := filepath.Join(dir, "alertmanager.yml")
-	cfg := fmt.Sprintf(`route:
-  receiver: test
-  group_by: [alertname, model]
-  group_wait: 1s
-  group_interval: 1s
-  repeat_interval: 1h
-receivers:
-  - name: test
-    webhook_configs:
-      - url: %q
-        send_resolved: true
-`, receiverURL)
-	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	am := &alertmanagerProc{bin: bin, addr: addr, dir: dir, config: config}
+	am := &alertmanagerProc{bin: bin, addr: addr, dir: dir, receiver: receiverURL}
 	am.start(t)
-	t.Cleanup(func() {
-		if am.cmd != nil {
-			am.stop(t)
-		}
-	})
 	return am
 }
 
 func (am *alertmanagerProc) start(t *testing.T) {
 	t.Helper()
-	am.logs = &bytes.Buffer{}
-	am.cmd = exec.Command(am.bin,
-		"--config.file="+am.config,
-		"--storage.path="+filepath.Join(am.dir, "data"),
-		"--web.listen-address="+am.addr,
-		"--cluster.listen-address=", // no gossip: a single, isolated instance
-		"--log.level=warn",
-	)
-	am.cmd.Stdout, am.cmd.Stderr = am.logs, am.logs
-	if err := am.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", am.bin, err)
-	}
-	done := make(chan struct{})
-	am.done = done
-	go func() { am.cmd.Wait(); close(done) }() //nolint:errcheck // exit status after a signal is expected
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		resp, err := http.Get("http://" + am.addr + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		select {
-		case <-done:
-			t.Fatalf("alertmanager exited early:\n%s", am.logs)
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("alertmanager not ready on %s after 15s:\n%s", am.addr, am.logs)
-		}
-	}
+	am.p = testenv.StartAlertmanager(t, am.bin, am.dir, am.addr, am.receiver)
 }
 
 func (am *alertmanagerProc) stop(t *testing.T) {
 	t.Helper()
-	am.cmd.Process.Signal(os.Interrupt) //nolint:errcheck
-	select {
-	case <-am.done:
-	case <-time.After(10 * time.Second):
-		am.cmd.Process.Kill() //nolint:errcheck
-		<-am.done
-	}
-	if t.Failed() {
-		t.Logf("alertmanager output:\n%s", am.logs)
-	}
-	am.cmd = nil
+	am.p.Stop()
 }
 
 // gettableAlert is the part of GET /api/v2/alerts the test reads.

@@ -31,8 +31,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -734,32 +732,8 @@ func (r *amReceiver) log(t *testing.T, from time.Time) {
 func startRealAlertmanager(t *testing.T, receiverURL string) string {
 	t.Helper()
 	bin := testenv.RequireBinary(t, "prometheus-alertmanager", "alertmanager")
-	dir := t.TempDir()
-	config := filepath.Join(dir, "alertmanager.yml")
-	cfg := fmt.Sprintf(`route:
-  receiver: test
-  group_by: [alertname, model]
-  group_wait: 1s
-  group_interval: 1s
-  repeat_interval: 1h
-receivers:
-  - name: test
-    webhook_configs:
-      - url: %q
-        send_resolved: true
-`, receiverURL)
-	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	addr := testenv.FreeAddr(t)
-	p := testenv.Start(t, bin,
-		"--config.file="+config,
-		"--storage.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr,
-		"--cluster.listen-address=", // no gossip: a single, isolated instance
-		"--log.level=warn",
-	)
-	testenv.WaitHTTP(t, p, "http://"+addr+"/-/ready", 15*time.Second)
+	testenv.StartAlertmanager(t, bin, t.TempDir(), addr, receiverURL)
 	return addr
 }
 
