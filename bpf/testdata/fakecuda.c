@@ -57,3 +57,16 @@ CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
 }
 
 CUresult cuMemFree_v2(CUdeviceptr p) { calls[13]++; return 0; }
+
+/* Set-up calls, for gpu/cudaload run against this stand-in: not probed. */
+CUresult cuInit(unsigned flags) { calls[14]++; return 0; }
+CUresult cuDeviceGet(int *dev, int ordinal) { calls[15]++; *dev = ordinal; return 0; }
+CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev) { calls[16]++; *ctx = (void *)&calls[16]; return 0; }
+CUresult cuCtxSetCurrent(void *ctx) { calls[17]++; return 0; }
+CUresult cuModuleLoadDataEx(void **mod, const void *image, unsigned n, int *opts, void **vals)
+{
+	calls[18]++;
+	*mod = (void *)&calls[18];
+	return 0;
+}
+CUresult cuModuleGetFunction(void **fn, void *mod, const char *name) { calls[19]++; *fn = (void *)&calls[19]; return 0; }

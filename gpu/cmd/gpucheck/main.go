@@ -1,11 +1,16 @@
-// Command gpucheck runs the real GPU sampler for a while and prints what it
-// saw: devices, utilisation, memory, clocks, power, throttle reasons, error
-// events and every process on each device, the upstream's marked. It is the
-// device half of scripts/gpu-check.sh; without the NVIDIA driver it says so
-// and exits 0, which is the absent path working.
+// Command gpucheck runs the real GPU sampler (gpu/) and, with -cuda, the
+// eBPF CUDA probes (bpf/) against the upstream for a while, and prints what
+// they saw: devices, utilisation, memory, clocks, power, throttle reasons,
+// error events and every process on each device with the upstream's
+// marked; the upstream's CUDA kernel launches, copies, synchronisation
+// waits and allocations, the kernels it launched most, and what the probes
+// cost. It is the device half of scripts/gpu-check.sh. Without the NVIDIA
+// driver it says so, and exits 0 unless -require; the CUDA probes do not
+// need the driver (the tests run them against a stand-in libcuda).
 //
 //	gpucheck [-duration 10s] [-interval 500ms] [-port N | -pids 1,2] [-cgroup]
 //	         [-require] [-expect-upstream] [-expect-neighbour]
+//	         [-cuda [-budget 0.03] [-expect-cuda] [-expect-copies]]
 package main
 
 import (
@@ -13,6 +18,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"slices"
@@ -22,27 +28,53 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/inferwatch/inferwatch/bpf"
 	"github.com/inferwatch/inferwatch/gpu"
 	"github.com/inferwatch/inferwatch/gpu/pids"
 )
 
-func main() {
-	var (
-		duration  = flag.Duration("duration", 10*time.Second, "how long to sample")
-		interval  = flag.Duration("interval", 500*time.Millisecond, "sampling interval (at least 100ms)")
-		port      = flag.Int("port", 0, "the upstream is whatever listens on this TCP port")
-		pidList   = flag.String("pids", "", "the upstream's PIDs, comma-separated")
-		cgroup    = flag.Bool("cgroup", false, "widen the upstream to its cgroup's processes")
-		require   = flag.Bool("require", false, "exit 1 when NVML is unavailable (a GPU machine)")
-		expectUp  = flag.Bool("expect-upstream", false, "exit 1 unless the upstream's GPU work is seen")
-		expectNbr = flag.Bool("expect-neighbour", false, "exit 1 unless another process's GPU work is seen")
-	)
-	flag.Parse()
-	os.Exit(run(*duration, *interval, *port, *pidList, *cgroup, *require, *expectUp, *expectNbr))
+// config is what the flags ask for.
+type config struct {
+	duration, interval time.Duration
+	spec               pids.Spec
+
+	require   bool // NVML must be there (a GPU machine)
+	expectUp  bool // the upstream's GPU work must show in NVML
+	expectNbr bool // another process's GPU work must show in NVML
+
+	cuda         bool    // attach the eBPF CUDA probes to the upstream
+	budget       float64 // their overhead budget, share of one core
+	expectCUDA   bool    // launches and synchronisation waits must be seen
+	expectCopies bool    // copies with bytes and allocations must be seen
 }
 
-func run(duration, interval time.Duration, port int, pidList string, cgroup, require, expectUp, expectNbr bool) int {
-	spec := pids.Spec{Port: port, Cgroup: cgroup}
+// result is what one run saw, for the tests.
+type result struct {
+	code     int
+	gpuOK    bool
+	gpu      gpu.Facts
+	probesOn bool
+	cuda     bpf.Facts
+}
+
+func main() {
+	var (
+		cfg     config
+		pidList string
+	)
+	flag.DurationVar(&cfg.duration, "duration", 10*time.Second, "how long to sample")
+	flag.DurationVar(&cfg.interval, "interval", 500*time.Millisecond, "sampling interval (at least 100ms)")
+	flag.IntVar(&cfg.spec.Port, "port", 0, "the upstream is whatever listens on this TCP port")
+	flag.StringVar(&pidList, "pids", "", "the upstream's PIDs, comma-separated")
+	flag.BoolVar(&cfg.spec.Cgroup, "cgroup", false, "widen the upstream to its cgroup's processes")
+	flag.BoolVar(&cfg.require, "require", false, "exit 1 when NVML is unavailable (a GPU machine)")
+	flag.BoolVar(&cfg.expectUp, "expect-upstream", false, "exit 1 unless the upstream's GPU work is seen")
+	flag.BoolVar(&cfg.expectNbr, "expect-neighbour", false, "exit 1 unless another process's GPU work is seen")
+	flag.BoolVar(&cfg.cuda, "cuda", false, "attach the eBPF CUDA probes to the upstream (root)")
+	flag.Float64Var(&cfg.budget, "budget", bpf.DefaultBudget, "the probes' overhead budget, share of one core")
+	flag.BoolVar(&cfg.expectCUDA, "expect-cuda", false, "with -cuda: exit 1 unless the upstream's kernel launches and sync waits are seen")
+	flag.BoolVar(&cfg.expectCopies, "expect-copies", false, "with -cuda: exit 1 unless copies with bytes and allocations are seen")
+	flag.Parse()
 	for f := range strings.SplitSeq(pidList, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
@@ -50,96 +82,235 @@ func run(duration, interval time.Duration, port int, pidList string, cgroup, req
 		p, err := strconv.Atoi(f)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "gpucheck: bad PID %q in -pids\n", f)
-			return 2
+			os.Exit(2)
 		}
-		spec.PIDs = append(spec.PIDs, p)
+		cfg.spec.PIDs = append(cfg.spec.PIDs, p)
 	}
+	if (cfg.expectCUDA || cfg.expectCopies) && !cfg.cuda {
+		fmt.Fprintln(os.Stderr, "gpucheck: -expect-cuda and -expect-copies need -cuda")
+		os.Exit(2)
+	}
+	os.Exit(run(context.Background(), cfg, os.Stdout).code)
+}
+
+func run(ctx context.Context, cfg config, w io.Writer) result {
+	var res result
 	set := metrics.NewSet()
-	log := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	ctx, cancel := context.WithCancel(context.Background())
+	log := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s, err := gpu.Start(ctx, gpu.Options{Interval: interval, Upstream: spec, PIDRefresh: time.Second, TopProcesses: 8, Set: set, Logger: log})
+	s, err := gpu.Start(ctx, gpu.Options{Interval: cfg.interval, Upstream: cfg.spec, PIDRefresh: time.Second, TopProcesses: 8, Set: set, Logger: log})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "gpucheck:", err)
-		return 2
+		fmt.Fprintln(w, "gpucheck:", err)
+		res.code = 2
+		return res
 	}
 	defer s.Close()
-	fmt.Printf("gpucheck: pid %d, interval %v, duration %v, upstream %+v\n", os.Getpid(), interval, duration, spec)
-	if !s.Available() {
+	var probes *bpf.Probes
+	if cfg.cuda {
+		probes, err = bpf.Start(ctx, bpf.Options{
+			PIDs:   func() ([]int, error) { return cfg.spec.Resolve() },
+			Budget: cfg.budget, Set: set, Logger: log,
+		})
+		if err != nil {
+			fmt.Fprintln(w, "gpucheck:", err)
+			res.code = 2
+			return res
+		}
+		defer probes.Close()
+		res.probesOn = probes.Enabled()
+		if !res.probesOn {
+			fmt.Fprintln(w, "eBPF probes disabled:", strings.Join(probes.Reasons(), "; "))
+		}
+	}
+	fmt.Fprintf(w, "gpucheck: pid %d, interval %v, duration %v, upstream %+v, cuda probes %v\n", os.Getpid(), cfg.interval, cfg.duration, cfg.spec, cfg.cuda)
+
+	ok := true
+	check := func(name string, pass bool, detail string) {
+		r := "ok"
+		if !pass {
+			r, ok = "FAIL", false
+		}
+		fmt.Fprintf(w, "CHECK %s: %s (%s)\n", name, r, detail)
+	}
+
+	res.gpuOK = s.Available()
+	if !res.gpuOK {
 		if strings.Contains(s.Reason(), "not found") || strings.Contains(s.Reason(), "not loaded") {
-			fmt.Println("no NVIDIA driver: GPU facts absent")
+			fmt.Fprintln(w, "no NVIDIA driver: GPU facts absent")
 		} else {
-			fmt.Println("GPU facts absent:", s.Reason())
+			fmt.Fprintln(w, "GPU facts absent:", s.Reason())
 		}
-		printMetrics(set)
-		if require {
-			fmt.Println("CHECK NVML available: FAIL (" + s.Reason() + ")")
-			return 1
+		if cfg.require {
+			check("NVML available", false, s.Reason())
 		}
-		return 0
+		if !cfg.cuda {
+			printMetrics(w, set)
+			return finish(res, ok)
+		}
 	}
 	for _, d := range s.Devices() {
-		fmt.Printf("device %d: %s %s, %.1f GiB\n", d.Index, d.UUID, d.Name, float64(d.MemoryTotal)/(1<<30))
+		fmt.Fprintf(w, "device %d: %s %s, %.1f GiB\n", d.Index, d.UUID, d.Name, float64(d.MemoryTotal)/(1<<30))
 	}
 
 	start := time.Now()
-	for t := time.NewTicker(time.Second); time.Since(start) < duration; {
-		<-t.C
-		fmt.Printf("--- t=%.0fs upstream PIDs %v\n", time.Since(start).Seconds(), s.UpstreamPIDs())
-		for i, smp := range s.Latest() {
-			printSample(s.Devices()[i], smp)
+	var libs string
+	for t := time.NewTicker(time.Second); time.Since(start) < cfg.duration; {
+		now := <-t.C
+		fmt.Fprintf(w, "--- t=%.0fs\n", time.Since(start).Seconds())
+		if res.gpuOK {
+			fmt.Fprintf(w, "upstream PIDs %v\n", s.UpstreamPIDs())
+			for i, smp := range s.Latest() {
+				printSample(w, s.Devices()[i], smp)
+			}
+		}
+		if res.probesOn {
+			if l := targetLine(probes.Targets()); l != libs {
+				libs = l
+				fmt.Fprintln(w, "probed:", l)
+			}
+			printCUDA(w, "last second", probes.Window(now.Add(-time.Second), now))
 		}
 	}
 	end := time.Now()
 	// Let the last interval be sampled so the window is covered.
-	for !s.Settled(end) && time.Since(end) < 3*interval {
-		time.Sleep(interval / 10)
+	for time.Since(end) < 3*max(cfg.interval, bpf.DefaultSample) {
+		if (!res.gpuOK || s.Settled(end)) && (!res.probesOn || probes.Settled(end)) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	fmt.Fprintf(w, "=== window %v (%s .. %s), overlap-weighted\n", end.Sub(start).Round(time.Millisecond), start.Format("15:04:05.000"), end.Format("15:04:05.000"))
+
+	if res.gpuOK {
+		res.gpu = s.Window(start, end)
+		for _, d := range res.gpu.Devices {
+			printFacts(w, d)
+		}
+		b, _ := json.Marshal(res.gpu)
+		fmt.Fprintf(w, "gpu facts JSON: %s\n", b)
+		st := s.Stats()
+		fmt.Fprintf(w, "sampler: %d ticks, %d read errors, last tick %v, longest tick %v\n", st.Ticks, st.ReadErrors, st.LastDuration, st.MaxDuration)
+		want := uint64(cfg.duration/cfg.interval) * 8 / 10
+		check("sampler ticks", st.Ticks >= want, fmt.Sprintf("%d ticks, want at least %d", st.Ticks, want))
+		check("tick within interval", st.MaxDuration < cfg.interval, fmt.Sprintf("longest %v", st.MaxDuration))
+		if cfg.expectUp {
+			var seen []string
+			for _, d := range res.gpu.Devices {
+				if d.Upstream != nil && d.Upstream.SMUtil != nil && d.Upstream.SMUtil.Max > 0 {
+					seen = append(seen, fmt.Sprintf("gpu %d pids %v sm mean %.2f", d.Index, d.Upstream.PIDs, d.Upstream.SMUtil.Mean))
+				}
+			}
+			check("upstream GPU work seen", len(seen) > 0, strings.Join(append(seen, "upstream PIDs "+fmt.Sprint(s.UpstreamPIDs())), "; "))
+		}
+		if cfg.expectNbr {
+			var seen []string
+			for _, d := range res.gpu.Devices {
+				if d.Neighbours != nil && d.Neighbours.SMUtil != nil && d.Neighbours.SMUtil.Max > 0 {
+					seen = append(seen, fmt.Sprintf("gpu %d pids %v sm mean %.2f", d.Index, d.Neighbours.PIDs, d.Neighbours.SMUtil.Mean))
+				}
+			}
+			check("neighbour GPU work seen", len(seen) > 0, strings.Join(seen, "; "))
+		}
 	}
 
-	f := s.Window(start, end)
-	fmt.Printf("=== window %v (%s .. %s), overlap-weighted\n", end.Sub(start).Round(time.Millisecond), start.Format("15:04:05.000"), end.Format("15:04:05.000"))
-	for _, d := range f.Devices {
-		printFacts(d)
+	if cfg.cuda {
+		if res.probesOn {
+			res.cuda = probes.Window(start, end)
+			fmt.Fprintln(w, "probed:", targetLine(probes.Targets()))
+			printCUDA(w, "window", res.cuda)
+			for _, k := range probes.Kernels(10) {
+				name := k.Name
+				if name == "" {
+					name = "(no symbol: a driver launch passes a CUfunction handle)"
+				}
+				fmt.Fprintf(w, "  kernel pid %d %s func %#x %s: %d launches while probed\n", k.PID, k.API, k.Func, name, k.Launches)
+			}
+			o := probes.Overhead()
+			fmt.Fprintf(w, "probe cost: per hit uprobe %v uretprobe %v tracepoint %v (calibrated %v); last period %.2f%% of a core (budget %.1f%%), launch duty %.2f at %.0f launches/s; spent %v in all\n",
+				o.Costs.Uprobe, o.Costs.Uretprobe, o.Costs.Tracepoint, o.Costs.Calibrated, 100*o.Estimated, 100*o.Budget, o.LaunchDuty, o.LaunchRate, o.Spent)
+			b, _ := json.Marshal(res.cuda)
+			fmt.Fprintf(w, "cuda facts JSON: %s\n", b)
+		}
+		if cfg.expectCUDA || cfg.expectCopies {
+			check("eBPF probes loaded", res.probesOn, strings.Join(probes.Reasons(), "; "))
+			libsSeen := false
+			for _, t := range probes.Targets() {
+				libsSeen = libsSeen || len(t.Libraries) > 0
+			}
+			check("CUDA libraries probed", libsSeen, targetLine(probes.Targets()))
+		}
+		c := res.cuda.CUDA
+		if cfg.expectCUDA {
+			check("kernel launches seen", c != nil && c.Launches > 0, cudaLine(c))
+			check("synchronisation waits seen", c != nil && c.Syncs > 0 && c.SyncWait > 0, cudaLine(c))
+		}
+		if cfg.expectCopies {
+			check("copies seen", c != nil && c.H2DBytes > 0 && c.D2HBytes > 0, cudaLine(c))
+			check("allocations seen", c != nil && c.Allocs > 0 && c.AllocBytes > 0, cudaLine(c))
+		}
 	}
-	b, _ := json.Marshal(f)
-	fmt.Printf("facts JSON: %s\n", b)
-	st := s.Stats()
-	fmt.Printf("sampler: %d ticks, %d read errors, last tick %v, longest tick %v\n", st.Ticks, st.ReadErrors, st.LastDuration, st.MaxDuration)
-	printMetrics(set)
+	printMetrics(w, set)
+	return finish(res, ok)
+}
 
-	ok := true
-	check := func(name string, pass bool, detail string) {
-		res := "ok"
-		if !pass {
-			res, ok = "FAIL", false
-		}
-		fmt.Printf("CHECK %s: %s (%s)\n", name, res, detail)
+func finish(res result, ok bool) result {
+	if !ok && res.code == 0 {
+		res.code = 1
 	}
-	want := uint64(duration/interval) * 8 / 10
-	check("sampler ticks", st.Ticks >= want, fmt.Sprintf("%d ticks, want at least %d", st.Ticks, want))
-	check("tick within interval", st.MaxDuration < interval, fmt.Sprintf("longest %v", st.MaxDuration))
-	if expectUp {
-		var seen []string
-		for _, d := range f.Devices {
-			if d.Upstream != nil && d.Upstream.SMUtil != nil && d.Upstream.SMUtil.Max > 0 {
-				seen = append(seen, fmt.Sprintf("gpu %d pids %v sm mean %.2f", d.Index, d.Upstream.PIDs, d.Upstream.SMUtil.Mean))
+	return res
+}
+
+// targetLine says which processes are followed and which CUDA libraries
+// are probed in each.
+func targetLine(ts []bpf.TargetStatus) string {
+	if len(ts) == 0 {
+		return "no upstream process found yet"
+	}
+	var parts []string
+	for _, t := range ts {
+		var libs []string
+		for _, l := range t.Libraries {
+			s := fmt.Sprintf("%s %s (%d functions)", l.Kind, l.Path, l.Functions)
+			if l.Error != "" {
+				s += " error: " + l.Error
 			}
+			libs = append(libs, s)
 		}
-		check("upstream GPU work seen", len(seen) > 0, strings.Join(append(seen, "upstream PIDs "+fmt.Sprint(s.UpstreamPIDs())), "; "))
-	}
-	if expectNbr {
-		var seen []string
-		for _, d := range f.Devices {
-			if d.Neighbours != nil && d.Neighbours.SMUtil != nil && d.Neighbours.SMUtil.Max > 0 {
-				seen = append(seen, fmt.Sprintf("gpu %d pids %v sm mean %.2f", d.Index, d.Neighbours.PIDs, d.Neighbours.SMUtil.Mean))
-			}
+		if len(libs) == 0 {
+			libs = append(libs, "no CUDA library mapped")
 		}
-		check("neighbour GPU work seen", len(seen) > 0, strings.Join(seen, "; "))
+		if t.Error != "" {
+			libs = append(libs, "error: "+t.Error)
+		}
+		parts = append(parts, fmt.Sprintf("pid %d: %s", t.PID, strings.Join(libs, ", ")))
 	}
-	if !ok {
-		return 1
+	return strings.Join(parts, "; ")
+}
+
+func cudaLine(c *bpf.CUDAFacts) string {
+	if c == nil {
+		return "no CUDA facts"
 	}
-	return 0
+	est := ""
+	if c.LaunchesEstimated {
+		est = " (estimated: the launch probes were detached for part of the window)"
+	}
+	return fmt.Sprintf("launches %.0f%s; copies %.0f: h2d %.0f B, d2h %.0f B, d2d %.0f B, other %.0f B; sync wait %v in %d syncs; allocs %.0f (%.0f B), frees %.0f B, outstanding %d B",
+		c.Launches, est, c.Copies, c.H2DBytes, c.D2HBytes, c.D2DBytes, c.OtherCopyBytes, c.SyncWait, c.Syncs, c.Allocs, c.AllocBytes, c.FreeBytes, c.Outstanding)
+}
+
+func printCUDA(w io.Writer, what string, f bpf.Facts) {
+	fmt.Fprintf(w, "cuda %s: %s\n", what, cudaLine(f.CUDA))
+	if sc := f.Sched; sc != nil {
+		fmt.Fprintf(w, "  sched: run-queue delay %v in %.0f waits (p99 %v), off-CPU %v\n", sc.RunqueueDelay, sc.RunqueueWaits, sc.RunqueueP99, sc.OffCPU)
+	}
+	if cg := f.Cgroup; cg != nil {
+		fmt.Fprintf(w, "  cgroup: throttled %v in %.0f of %.0f periods\n", cg.Throttled, cg.ThrottledPeriods, cg.Periods)
+	}
+	for _, k := range f.OOMKills {
+		fmt.Fprintf(w, "  OOM kill: pid %d %s upstream=%v\n", k.PID, k.Comm, k.Upstream)
+	}
 }
 
 func pct(v *float64) string {
@@ -173,24 +344,24 @@ func comm(pid int) string {
 	return strings.TrimSpace(string(b))
 }
 
-func printSample(d gpu.DeviceInfo, s gpu.Sample) {
+func printSample(w io.Writer, d gpu.DeviceInfo, s gpu.Sample) {
 	throttle := "-"
 	if s.Throttle != nil {
 		throttle = fmt.Sprint(gpu.ReasonNames(*s.Throttle))
 	}
-	fmt.Printf("gpu %d: sm %s mem %s used %s/%s clocks sm %s mem %s power %s temp %s throttle %s xids %v ecc %d/%d\n",
+	fmt.Fprintf(w, "gpu %d: sm %s mem %s used %s/%s clocks sm %s mem %s power %s temp %s throttle %s xids %v ecc %d/%d\n",
 		d.Index, pct(s.SMUtil), pct(s.MemUtil), gib(s.MemoryUsed), gib(s.MemoryTotal),
 		num(s.SMClockHz, 1e6, "MHz"), num(s.MemClockHz, 1e6, "MHz"), num(s.PowerWatts, 1, "W"), num(s.TemperatureC, 1, "C"),
 		throttle, s.XIDs, s.ECCSingle, s.ECCDouble)
 	if !s.ProcUtilOK {
-		fmt.Println("  per-process utilisation not read")
+		fmt.Fprintln(w, "  per-process utilisation not read")
 	}
 	for _, p := range s.Processes {
 		up := ""
 		if p.Upstream {
 			up = " UPSTREAM"
 		}
-		fmt.Printf("  pid %d (%s)%s: sm %s mem %s used %s\n", p.PID, comm(p.PID), up, pct(p.SMUtil), pct(p.MemUtil), gib(p.MemoryUsed))
+		fmt.Fprintf(w, "  pid %d (%s)%s: sm %s mem %s used %s\n", p.PID, comm(p.PID), up, pct(p.SMUtil), pct(p.MemUtil), gib(p.MemoryUsed))
 	}
 }
 
@@ -201,39 +372,39 @@ func stat(s *gpu.Stat, scale float64, unit string) string {
 	return fmt.Sprintf("mean %.2f%s min %.2f%s max %.2f%s", s.Mean/scale, unit, s.Min/scale, unit, s.Max/scale, unit)
 }
 
-func printFacts(d gpu.DeviceFacts) {
-	fmt.Printf("gpu %d %s: %d samples, coverage %.3f\n", d.Index, d.UUID, d.Samples, d.Coverage)
-	fmt.Printf("  sm util     %s\n", stat(d.SMUtil, 1, ""))
-	fmt.Printf("  mem util    %s\n", stat(d.MemUtil, 1, ""))
-	fmt.Printf("  memory used max %s of %s\n", gib(d.MemoryUsedMax), gib(d.MemoryTotal))
-	fmt.Printf("  sm clock    %s\n", stat(d.SMClockHz, 1e6, "MHz"))
-	fmt.Printf("  mem clock   %s\n", stat(d.MemClockHz, 1e6, "MHz"))
-	fmt.Printf("  power       %s\n", stat(d.PowerWatts, 1, "W"))
-	fmt.Printf("  temperature %s\n", stat(d.TemperatureC, 1, "C"))
-	fmt.Printf("  throttle reasons seen %v; xids %v; ecc events %d single, %d double\n", d.ThrottleReasons, d.XIDs, d.ECCSingle, d.ECCDouble)
+func printFacts(w io.Writer, d gpu.DeviceFacts) {
+	fmt.Fprintf(w, "gpu %d %s: %d samples, coverage %.3f\n", d.Index, d.UUID, d.Samples, d.Coverage)
+	fmt.Fprintf(w, "  sm util     %s\n", stat(d.SMUtil, 1, ""))
+	fmt.Fprintf(w, "  mem util    %s\n", stat(d.MemUtil, 1, ""))
+	fmt.Fprintf(w, "  memory used max %s of %s\n", gib(d.MemoryUsedMax), gib(d.MemoryTotal))
+	fmt.Fprintf(w, "  sm clock    %s\n", stat(d.SMClockHz, 1e6, "MHz"))
+	fmt.Fprintf(w, "  mem clock   %s\n", stat(d.MemClockHz, 1e6, "MHz"))
+	fmt.Fprintf(w, "  power       %s\n", stat(d.PowerWatts, 1, "W"))
+	fmt.Fprintf(w, "  temperature %s\n", stat(d.TemperatureC, 1, "C"))
+	fmt.Fprintf(w, "  throttle reasons seen %v; xids %v; ecc events %d single, %d double\n", d.ThrottleReasons, d.XIDs, d.ECCSingle, d.ECCDouble)
 	for _, grp := range []struct {
 		name string
 		g    *gpu.GroupUsage
 	}{{"upstream", d.Upstream}, {"neighbours", d.Neighbours}} {
 		name, g := grp.name, grp.g
 		if g == nil {
-			fmt.Printf("  %s: none on this device\n", name)
+			fmt.Fprintf(w, "  %s: none on this device\n", name)
 			continue
 		}
-		fmt.Printf("  %s pids %v: sm %s; mem %s; memory max %s\n", name, g.PIDs, stat(g.SMUtil, 1, ""), stat(g.MemUtil, 1, ""), gib(g.MemoryUsedMax))
+		fmt.Fprintf(w, "  %s pids %v: sm %s; mem %s; memory max %s\n", name, g.PIDs, stat(g.SMUtil, 1, ""), stat(g.MemUtil, 1, ""), gib(g.MemoryUsedMax))
 	}
 	for _, p := range d.Processes {
-		fmt.Printf("  process %d (%s) upstream=%v: sm %s; memory max %s\n", p.PID, comm(p.PID), p.Upstream, stat(p.SMUtil, 1, ""), gib(p.MemoryUsedMax))
+		fmt.Fprintf(w, "  process %d (%s) upstream=%v: sm %s; memory max %s\n", p.PID, comm(p.PID), p.Upstream, stat(p.SMUtil, 1, ""), gib(p.MemoryUsedMax))
 	}
 }
 
-func printMetrics(set *metrics.Set) {
+func printMetrics(w io.Writer, set *metrics.Set) {
 	var b strings.Builder
 	set.WritePrometheus(&b)
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	lines = slices.DeleteFunc(lines, func(l string) bool { return strings.HasPrefix(l, "#") })
-	fmt.Printf("metrics (%d series):\n", len(lines))
+	fmt.Fprintf(w, "metrics (%d series):\n", len(lines))
 	for _, l := range lines {
-		fmt.Println("  " + l)
+		fmt.Fprintln(w, "  "+l)
 	}
 }
