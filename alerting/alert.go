@@ -58,16 +58,16 @@ func (a Alert) Fingerprint() string {
 // Snapshot is what the sidecar saw when an alert fired: the breakdown of the
 // current window against the previous one, and the slowest recent calls.
 type Snapshot struct {
-	Taken    time.Time          `json:"taken"`
-	Current  Breakdown          `json:"current"`
-	Previous Breakdown          `json:"previous"`
-	Moved    []string           `json:"moved"` // phases/stages whose mean moved most, largest first
-	Slowest  []SlowCall         `json:"slowest"`
-	InFlight int64              `json:"inFlight"`
-	Extra    map[string]float64 `json:"extra,omitempty"` // later: GPU, run-queue delay, throttling
+	Taken    time.Time  `json:"taken"`
+	Current  Breakdown  `json:"current"`
+	Previous Breakdown  `json:"previous"`
+	Moved    []string   `json:"moved"` // phases/stages whose mean moved most, largest first
+	Slowest  []SlowCall `json:"slowest"`
+	InFlight int64      `json:"inFlight"`
 }
 
-// Breakdown is one window's per-phase and per-stage means, in seconds.
+// Breakdown is one window's per-phase and per-stage means, in seconds, and
+// what the upstream's host did over the window's span.
 type Breakdown struct {
 	Start  time.Time          `json:"start"`
 	Count  int64              `json:"count"`
@@ -76,6 +76,83 @@ type Breakdown struct {
 	P99    float64            `json:"p99"`
 	Phases map[string]float64 `json:"phases"`
 	Stages map[string]float64 `json:"stages"`
+	// Host is nil when the engine has no host source (Options.Host) or the
+	// window has no span (no window before the first).
+	Host *HostBreakdown `json:"host,omitempty"`
+}
+
+// HostBreakdown is the upstream's GPU and kernel facts over one window's
+// span, from the samplers' own rings (gpu/, bpf/), not from the calls: see
+// Options.Host. A nil group is absent — its source is off (no NVML, no
+// eBPF privilege) or nothing was sampled in the span — and never stands for
+// zero. Totals are over the part of the span the group's samples cover
+// (Coverage); divide by Seconds×Coverage for a rate.
+type HostBreakdown struct {
+	Seconds float64     `json:"seconds"` // the span: the window's length
+	GPU     *HostGPU    `json:"gpu,omitempty"`
+	CUDA    *HostCUDA   `json:"cuda,omitempty"`
+	Sched   *HostSched  `json:"sched,omitempty"`
+	Cgroup  *HostCgroup `json:"cgroup,omitempty"`
+	OOM     *HostOOM    `json:"oom,omitempty"`
+}
+
+// HostGPU is NVML's view of the devices the upstream had a context on.
+// With several, each figure is the busiest device's.
+type HostGPU struct {
+	Coverage float64 `json:"coverage"` // share of the span sampled, 0..1
+	Devices  int     `json:"devices"`  // the upstream's devices; 0: it had a context on none, and the figures below are absent
+	// Util is the upstream's SM utilisation, 0..1, overlap-weighted mean;
+	// NeighbourUtil is every other process's on the same devices (0 when
+	// none had a context there). Both are absent when the driver does not
+	// report per-process utilisation.
+	Util          *float64 `json:"util,omitempty"`
+	NeighbourUtil *float64 `json:"neighbourUtil,omitempty"`
+	// MemoryUsed is the device's memory in use, all processes, the largest
+	// seen; UpstreamMemory the upstream's own share of it.
+	MemoryUsed     *uint64 `json:"memoryUsedBytes,omitempty"`
+	UpstreamMemory *uint64 `json:"upstreamMemoryBytes,omitempty"`
+}
+
+// HostCUDA is the upstream's CUDA API activity, from uprobes.
+type HostCUDA struct {
+	Coverage          float64 `json:"coverage"`
+	Launches          float64 `json:"launches"`                    // kernel launches
+	LaunchesEstimated bool    `json:"launchesEstimated,omitempty"` // part of the span was extrapolated (duty-cycled probes)
+	CopyBytes         float64 `json:"copyBytes"`                   // host↔device, both directions
+	SyncWait          float64 `json:"syncWait"`                    // seconds threads spent in CUDA synchronisation, summed over threads
+}
+
+// HostSched is the scheduler's treatment of the upstream's threads, summed
+// over threads, in seconds.
+type HostSched struct {
+	Coverage      float64 `json:"coverage"`
+	RunqueueDelay float64 `json:"runqueueDelay"` // runnable, waiting for a CPU
+	OffCPU        float64 `json:"offCPU"`        // switched out, blocked or waiting
+}
+
+// HostCgroup is the CFS throttling of the upstream's cgroup.
+type HostCgroup struct {
+	Coverage  float64 `json:"coverage"`
+	Throttled float64 `json:"throttled"` // seconds
+}
+
+// HostOOM is the OOM killer's victims in the span, machine-wide. Present
+// whenever the OOM probe runs, so zero kills is a real zero.
+type HostOOM struct {
+	Upstream int       `json:"upstream"` // the upstream's own processes
+	Other    int       `json:"other"`
+	Kills    []OOMKill `json:"kills,omitempty"` // the first MaxOOMKills, the upstream's first
+}
+
+// MaxOOMKills bounds HostOOM.Kills; the counts stay exact.
+const MaxOOMKills = 8
+
+// OOMKill is one victim of the OOM killer.
+type OOMKill struct {
+	At       time.Time `json:"at"`
+	PID      int       `json:"pid"`
+	Comm     string    `json:"comm,omitempty"`
+	Upstream bool      `json:"upstream"`
 }
 
 // SlowCall is one of the slowest recent calls.
@@ -83,7 +160,10 @@ type SlowCall struct {
 	At       time.Time `json:"at"`
 	Duration float64   `json:"duration"` // seconds
 	Code     string    `json:"code"`
-	TraceID  string    `json:"traceId,omitempty"` // when tracing kept the call
+	// TraceID is the call's trace, in hex, when the tracer is known to keep
+	// it: the head sampled it. A call kept by the tail rules has none here,
+	// since that decision is taken after the window statistics see it.
+	TraceID string `json:"traceId,omitempty"`
 }
 
 // Notifier receives every alert transition (pending ones excepted) and

@@ -23,6 +23,20 @@ type Options struct {
 	Notifiers []Notifier
 	// InFlight reports the upstream calls in flight for a snapshot; nil: 0.
 	InFlight func(model, version string) int64
+	// Host returns the upstream's GPU and kernel facts over [from, to] for
+	// a snapshot, once for each of its two windows; nil: snapshots carry
+	// no host facts. It runs on the Tick goroutine under the engine's lock,
+	// so it must answer from memory without blocking.
+	//
+	// The facts are queried for the window's span rather than summed from
+	// the calls' record.HostFacts: a call's facts are the upstream's over
+	// the call's own span, shared by every call in flight with it, so a sum
+	// over a window's calls counts the same run-queue wait once per
+	// concurrent call and misses whatever happened between calls; OOM kills
+	// are not in the record at all. A span query counts each sample once,
+	// costs nothing per call, and runs only when an alert is captured. The
+	// facts are the upstream process's, shared by every model it serves.
+	Host func(model, version string, from, to time.Time) *HostBreakdown
 	// Labels are added to every alert's labels (instance, pod, namespace).
 	Labels       map[string]string
 	GeneratorURL string
@@ -208,14 +222,16 @@ func (e *Engine) evaluate(ms *modelState, w *windowstats.WindowView, out []Alert
 			// The root cause is captured at the first breaching window: by
 			// the time the rule has held long enough to fire, the window
 			// that moved may already be the reference.
-			a := e.newAlert(ms, i, c, StatePending, at, w)
-			a.Snapshot = e.snapshot(ms, i, w, at)
+			a := e.newAlert(ms, i, c, StatePending, at, w, e.snapshot(ms, i, w, at))
 			ms.alerts[i] = &episode{alert: a}
 		case toFiring:
-			a := e.newAlert(ms, i, c, StateFiring, at, w)
+			var snap *Snapshot
 			if ep := ms.alerts[i]; ep != nil && ep.alert.Snapshot != nil {
-				a.Snapshot = ep.alert.Snapshot
+				snap = ep.alert.Snapshot
+			} else {
+				snap = e.snapshot(ms, i, w, at) // fired on its first breach
 			}
+			a := e.newAlert(ms, i, c, StateFiring, at, w, snap)
 			ms.alerts[i] = &episode{alert: a, lastSent: at}
 			out = append(out, a)
 		case toResolved:
@@ -243,8 +259,9 @@ func (e *Engine) evaluate(ms *modelState, w *windowstats.WindowView, out []Alert
 	return out
 }
 
-// newAlert makes an alert for rule i of ms from check c on window w.
-func (e *Engine) newAlert(ms *modelState, i int, c check, st State, at time.Time, w *windowstats.WindowView) Alert {
+// newAlert makes an alert for rule i of ms from check c on window w, with
+// its snapshot.
+func (e *Engine) newAlert(ms *modelState, i int, c check, st State, at time.Time, w *windowstats.WindowView, snap *Snapshot) Alert {
 	labels := make(map[string]string, 3+len(e.o.Labels))
 	maps.Copy(labels, e.o.Labels)
 	labels["alertname"] = ruleNames[i]
@@ -256,9 +273,10 @@ func (e *Engine) newAlert(ms *modelState, i int, c check, st State, at time.Time
 		State:        st,
 		StartsAt:     at,
 		GeneratorURL: e.o.GeneratorURL,
+		Snapshot:     snap,
 	}
-	if st == StateFiring {
-		a.Snapshot = e.snapshot(ms, i, w, at)
+	if h := hostText(snap); h != "" {
+		a.Annotations["host_facts"] = h
 	}
 	return a
 }
@@ -307,18 +325,33 @@ func (e *Engine) snapshot(ms *modelState, i int, w *windowstats.WindowView, at t
 		Current:  breakdown(w),
 		Previous: breakdown(&ref),
 	}
+	s.Current.Host = e.host(ms, w)
+	s.Previous.Host = e.host(ms, &ref)
 	s.Moved = moved(s.Current, s.Previous)
 	// ms.prev is still the window before w here.
 	slow := slices.Concat(w.Slowest, ms.prev.Slowest)
 	sort.SliceStable(slow, func(a, b int) bool { return slow[a].Seconds > slow[b].Seconds })
 	s.Slowest = make([]SlowCall, 0, min(len(slow), e.o.SlowCalls))
 	for _, c := range slow[:min(len(slow), e.o.SlowCalls)] {
-		s.Slowest = append(s.Slowest, SlowCall{At: c.At, Duration: c.Seconds, Code: c.Code})
+		sc := SlowCall{At: c.At, Duration: c.Seconds, Code: c.Code}
+		if !c.TraceID.IsZero() {
+			sc.TraceID = c.TraceID.String()
+		}
+		s.Slowest = append(s.Slowest, sc)
 	}
 	if e.o.InFlight != nil {
 		s.InFlight = e.o.InFlight(ms.key.model, ms.key.version)
 	}
 	return s
+}
+
+// host asks Options.Host for the facts of window w's span; nil without a
+// source or a window.
+func (e *Engine) host(ms *modelState, w *windowstats.WindowView) *HostBreakdown {
+	if e.o.Host == nil || w.Start.IsZero() || w.Seconds <= 0 {
+		return nil
+	}
+	return e.o.Host(ms.key.model, ms.key.version, w.Start, w.End())
 }
 
 func breakdown(w *windowstats.WindowView) Breakdown {

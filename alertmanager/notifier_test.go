@@ -299,6 +299,7 @@ func TestValidateAlert(t *testing.T) {
 		{"usual", map[string]string{"alertname": "P99OverBaseline", "model": "resnet", "version": "1"}, map[string]string{"summary": "p99 up"}, true},
 		{"bad annotation name", map[string]string{"a": "b"}, map[string]string{"root-cause": "x"}, false},
 		{"annotation not UTF-8", map[string]string{"a": "b"}, map[string]string{"summary": "\xfe"}, false},
+		{"host facts", map[string]string{"a": "b"}, map[string]string{"host_facts": "runqueue 12µs/s→140ms/s, throttled 0→80ms/s; absent: cuda, gpu"}, true},
 		{"underscore and digits", map[string]string{"_a1": "x", "B_2": ""}, nil, true},
 		{"none", nil, nil, false},
 		{"empty name", map[string]string{"": "x"}, nil, false},

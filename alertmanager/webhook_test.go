@@ -47,7 +47,9 @@ func TestWebhook(t *testing.T) {
 	t.Cleanup(func() { w.Close() }) //nolint:errcheck
 
 	jump := firing(alerting.RuleLatencyStdDevJump, "resnet")
-	jump.Snapshot = &alerting.Snapshot{Moved: []string{"upstream"}, InFlight: 3}
+	jump.Snapshot = &alerting.Snapshot{Moved: []string{"upstream"}, InFlight: 3,
+		Current:  alerting.Breakdown{Host: &alerting.HostBreakdown{Seconds: 10, Sched: &alerting.HostSched{Coverage: 1, RunqueueDelay: 1.4}}},
+		Previous: alerting.Breakdown{Host: &alerting.HostBreakdown{Seconds: 10, Sched: &alerting.HostSched{Coverage: 1, RunqueueDelay: 0.12}}}}
 	old := resolved(firing(alerting.RuleP99OverBaseline, "bert"))
 	gone := resolved(firing(alerting.RuleP99OverBaseline, "gpt"))
 	w.Notify(context.Background(), []alerting.Alert{jump, old, gone})
@@ -88,8 +90,18 @@ func TestWebhook(t *testing.T) {
 					t.Errorf("alert %d lacks fingerprint, startsAt or annotations: %+v", i, a)
 				}
 			}
-			if got := tt.msg.Alerts[0].Snapshot != nil && len(tt.msg.Alerts[0].Snapshot.Moved) == 1; got != tt.wantMovedUp {
+			snap := tt.msg.Alerts[0].Snapshot
+			if got := snap != nil && len(snap.Moved) == 1; got != tt.wantMovedUp {
 				t.Errorf("snapshot carried: %v, want %v", got, tt.wantMovedUp)
+			}
+			// The host facts travel whole, each window's its own, the
+			// absent GPU still absent.
+			if tt.wantMovedUp {
+				cur, prev := snap.Current.Host, snap.Previous.Host
+				if cur == nil || prev == nil || cur.Sched == nil || prev.Sched == nil || cur.Sched.RunqueueDelay != 1.4 ||
+					prev.Sched.RunqueueDelay != 0.12 || cur.GPU != nil || prev.GPU != nil {
+					t.Errorf("snapshot host facts: current %+v, previous %+v", cur, prev)
+				}
 			}
 		})
 	}

@@ -3,9 +3,12 @@ package sidecar
 import (
 	"context"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/inferwatch/inferwatch/alerting"
 	"github.com/inferwatch/inferwatch/bpf"
 	"github.com/inferwatch/inferwatch/gpu"
 	"github.com/inferwatch/inferwatch/gpu/pids"
@@ -133,4 +136,134 @@ func (s *Sidecar) HostWindow(d time.Duration) (bpf.Facts, gpu.Facts, bool, bool)
 		g = s.host.gpu.Window(now.Add(-d), now)
 	}
 	return b, g, s.host.probes.Enabled(), s.host.gpu != nil && s.host.gpu.Available()
+}
+
+// snapshotHost is the alert engine's Options.Host: the upstream's facts over
+// a window's span, asked of the samplers' rings when an alert is captured
+// (see Options.Host for why not from the calls). Every model shares them:
+// there is one upstream to follow.
+func (s *Sidecar) snapshotHost(_, _ string, from, to time.Time) *alerting.HostBreakdown {
+	h := s.host
+	if h == nil {
+		return nil
+	}
+	var b bpf.Facts
+	var g gpu.Facts
+	if h.probes != nil {
+		b = h.probes.Window(from, to)
+	}
+	if h.gpu != nil && h.gpu.Available() {
+		g = h.gpu.Window(from, to)
+	}
+	return hostBreakdown(to.Sub(from), b, g, oomProbed(h.probes))
+}
+
+// oomProbed reports whether the OOM tracepoint is attached, so that no kill
+// in a window reads as zero kills rather than as unknown. Probes says so only
+// in its reasons; should their wording change, this errs towards present.
+func oomProbed(p *bpf.Probes) bool {
+	if !p.Enabled() {
+		return false
+	}
+	for _, r := range p.Reasons() {
+		if strings.Contains(r, "OOM probe") {
+			return false
+		}
+	}
+	return true
+}
+
+// hostBreakdown turns one span's facts into the snapshot's form, keeping
+// absent groups absent.
+func hostBreakdown(span time.Duration, b bpf.Facts, g gpu.Facts, oom bool) *alerting.HostBreakdown {
+	hb := &alerting.HostBreakdown{Seconds: span.Seconds()}
+	if g.Present() {
+		hb.GPU = gpuBreakdown(g)
+	}
+	if c := b.CUDA; c != nil {
+		hb.CUDA = &alerting.HostCUDA{
+			Coverage:          b.Coverage,
+			Launches:          c.Launches,
+			LaunchesEstimated: c.LaunchesEstimated,
+			CopyBytes:         c.H2DBytes + c.D2HBytes,
+			SyncWait:          c.SyncWait.Seconds(),
+		}
+	}
+	if sc := b.Sched; sc != nil {
+		hb.Sched = &alerting.HostSched{Coverage: b.Coverage, RunqueueDelay: sc.RunqueueDelay.Seconds(), OffCPU: sc.OffCPU.Seconds()}
+	}
+	if cg := b.Cgroup; cg != nil {
+		hb.Cgroup = &alerting.HostCgroup{Coverage: b.Coverage, Throttled: cg.Throttled.Seconds()}
+	}
+	if oom {
+		o := &alerting.HostOOM{}
+		kills := slices.Clone(b.OOMKills)
+		// The upstream's own victims first, each side in time order.
+		slices.SortStableFunc(kills, func(x, y bpf.OOMKill) int {
+			if x.Upstream != y.Upstream {
+				if x.Upstream {
+					return -1
+				}
+				return 1
+			}
+			return x.Time.Compare(y.Time)
+		})
+		for _, k := range kills {
+			if k.Upstream {
+				o.Upstream++
+			} else {
+				o.Other++
+			}
+			if len(o.Kills) < alerting.MaxOOMKills {
+				o.Kills = append(o.Kills, alerting.OOMKill{At: k.Time, PID: k.PID, Comm: strings.ToValidUTF8(k.Comm, "?"), Upstream: k.Upstream})
+			}
+		}
+		hb.OOM = o
+	}
+	return hb
+}
+
+// gpuBreakdown reduces the devices the upstream had a context on to the
+// busiest one's figures.
+func gpuBreakdown(g gpu.Facts) *alerting.HostGPU {
+	out := &alerting.HostGPU{Coverage: 1}
+	var util, nb float64
+	var utilOK, nbOK bool
+	var mem, upMem uint64
+	var memOK, upMemOK bool
+	for _, d := range g.Devices {
+		out.Coverage = min(out.Coverage, d.Coverage)
+		up := d.Upstream
+		if up == nil {
+			continue
+		}
+		out.Devices++
+		if up.SMUtil != nil {
+			util, utilOK = max(util, up.SMUtil.Mean), true
+			// Per-process utilisation was read: no neighbour there is 0.
+			nbOK = true
+			if n := d.Neighbours; n != nil && n.SMUtil != nil {
+				nb = max(nb, n.SMUtil.Mean)
+			}
+		}
+		if d.MemoryUsedMax != nil {
+			mem, memOK = max(mem, *d.MemoryUsedMax), true
+		}
+		if up.MemoryUsedMax != nil {
+			upMem, upMemOK = max(upMem, *up.MemoryUsedMax), true
+		}
+	}
+	if utilOK {
+		out.Util = &util
+	}
+	if nbOK {
+		out.NeighbourUtil = &nb
+	}
+	if memOK {
+		out.MemoryUsed = &mem
+	}
+	if upMemOK {
+		out.UpstreamMemory = &upMem
+	}
+	return out
 }

@@ -223,6 +223,7 @@ func (s *Sidecar) newEngine() error {
 			}
 			return n
 		},
+		Host:         s.snapshotHost,
 		Labels:       s.cfg.Push.ExtraLabels,
 		GeneratorURL: "http://" + s.cfg.AdminListen + "/api/v1/alerts",
 		Resend:       a.Resend.D(),

@@ -1,6 +1,7 @@
 package windowstats
 
 import (
+	"encoding/hex"
 	"fmt"
 	"math"
 	"strings"
@@ -115,6 +116,38 @@ type SlowCall struct {
 	At      time.Time `json:"at"` // the call's start
 	Seconds float64   `json:"seconds"`
 	Code    string    `json:"code"`
+	// TraceID is set when the head sampler kept the call's trace, so the
+	// tracer exports it. Tail keeps are decided after this package sees
+	// the record (the tracer is the later sink) and are not marked.
+	TraceID TraceID `json:"traceId,omitzero"`
+}
+
+// TraceID is a W3C trace id; its JSON is the 32 hex digits. Held as bytes so
+// that keeping a slow call costs no allocation.
+type TraceID [16]byte
+
+// IsZero reports whether the id is absent.
+func (t TraceID) IsZero() bool { return t == TraceID{} }
+
+// String returns the id in lower-case hex.
+func (t TraceID) String() string { return hex.EncodeToString(t[:]) }
+
+// MarshalText returns the id in lower-case hex.
+func (t TraceID) MarshalText() ([]byte, error) {
+	b := make([]byte, hex.EncodedLen(len(t)))
+	hex.Encode(b, t[:])
+	return b, nil
+}
+
+// UnmarshalText reads 32 hex digits.
+func (t *TraceID) UnmarshalText(b []byte) error {
+	if hex.DecodedLen(len(b)) != len(t) {
+		return fmt.Errorf("windowstats: trace id %q is not 32 hex digits", b)
+	}
+	if _, err := hex.Decode(t[:], b); err != nil {
+		return fmt.Errorf("windowstats: trace id %q: %w", b, err)
+	}
+	return nil
 }
 
 // ModelView is one (model, version): its open window so far, the last closed
@@ -344,7 +377,11 @@ func (s *Stats) Observe(c *record.Call) {
 		s.stage(w, s.stageIndex(x, st.Name)).add(st.Duration.Seconds())
 	}
 	if len(w.slow) < cap(w.slow) || total > w.slow[0].Seconds {
-		w.addSlow(SlowCall{At: c.Start, Seconds: total, Code: c.Code})
+		sc := SlowCall{At: c.Start, Seconds: total, Code: c.Code}
+		if c.TraceSampled {
+			sc.TraceID = c.TraceID
+		}
+		w.addSlow(sc)
 	}
 }
 

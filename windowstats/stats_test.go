@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -324,9 +325,71 @@ func TestSlowestCalls(t *testing.T) {
 	}
 }
 
+// A slow call carries its trace id only when the head sampler kept the
+// trace: the tracer fills TraceID for every call it sees, sampled or not.
+func TestSlowestCallsTraceIDs(t *testing.T) {
+	id := func(b byte) [16]byte { return [16]byte{0: 0xab, 15: b} }
+	tests := []struct {
+		name    string
+		ms      int
+		sampled bool
+		id      [16]byte
+		want    string // hex, "" for none
+	}{
+		{"head-sampled", 60, true, id(1), "ab000000000000000000000000000001"},
+		{"not sampled, id known", 50, false, id(2), ""},
+		{"tracing off", 40, false, [16]byte{}, ""},
+		{"sampled, slowest", 70, true, id(3), "ab000000000000000000000000000003"},
+	}
+	s := mustNew(t, Options{SlowCalls: len(tests)})
+	for _, tt := range tests {
+		c := endingAt("m", t0.Add(time.Second), time.Duration(tt.ms)*time.Millisecond)
+		c.TraceID, c.TraceSampled = tt.id, tt.sampled
+		s.Observe(c)
+	}
+	got := only(t, s).Current.Slowest
+	b, err := json.Marshal(got)
+	if err != nil {
+		t.Fatalf("marshal: %v", err)
+	}
+	var back []SlowCall
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatalf("unmarshal %s: %v", b, err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for i, sc := range got {
+				if sc.Seconds != float64(tt.ms)/1000 {
+					continue
+				}
+				if s := hexOrEmpty(sc.TraceID); s != tt.want {
+					t.Errorf("trace id %q, want %q", s, tt.want)
+				}
+				if back[i].TraceID != sc.TraceID {
+					t.Errorf("JSON round trip gave %v, want %v (%s)", back[i].TraceID, sc.TraceID, b)
+				}
+				return
+			}
+			t.Fatalf("call of %d ms not among the slowest %+v", tt.ms, got)
+		})
+	}
+	if n := strings.Count(string(b), `"traceId"`); n != 2 {
+		t.Errorf("%d traceId fields in %s, want 2: absent ones are omitted", n, b)
+	}
+}
+
+func hexOrEmpty(id TraceID) string {
+	if id.IsZero() {
+		return ""
+	}
+	return id.String()
+}
+
 func TestObserveDoesNotAllocate(t *testing.T) {
 	s := mustNew(t, Options{})
 	c := benchCall(t0, 20*time.Millisecond)
+	// With tracing on, as most sidecars run: slow calls keep the id.
+	c.TraceID, c.TraceSampled = [16]byte{1, 2, 3}, true
 	// Warm up past the first rolled-up view so windows are recycled.
 	for i := range 10_000 {
 		c.Start = t0.Add(time.Duration(i) * 10 * time.Millisecond)

@@ -218,6 +218,9 @@ func alertLines(alerts []alerting.Alert) []string {
 		if a.Snapshot != nil && len(a.Snapshot.Moved) > 0 {
 			lines = append(lines, "         root cause: moved most: "+strings.Join(a.Snapshot.Moved, ", "))
 		}
+		if h := a.Annotations["host_facts"]; h != "" {
+			lines = append(lines, "         host, window before → breaching window: "+h)
+		}
 	}
 	if len(lines) == 0 {
 		lines = append(lines, "(none)")

@@ -589,6 +589,33 @@ func TestE2EDemoStepNamesMovedPhase(t *testing.T) {
 				t.Errorf("snapshot: %s %s mean moved %.3gms, want about the %v step", p.kind, p.name, delta*1000, step)
 			}
 		}
+		// Both windows carry the host facts of the demo's upstream, its own
+		// process: the scheduler's whenever the eBPF scheduler probes run
+		// (as root), and no GPU unless NVML sampled one. Presence only; the
+		// figures depend on the host.
+		logs := d.log()
+		schedOn := strings.Contains(logs, "scheduler tracepoints")
+		gpuOn := strings.Contains(logs, "NVIDIA device(s)")
+		for _, b := range []struct {
+			name string
+			h    *alerting.HostBreakdown
+		}{{"current", s.Current.Host}, {"reference", s.Previous.Host}} {
+			if b.h == nil {
+				t.Errorf("snapshot: %s window has no host facts", b.name)
+				continue
+			}
+			if (b.h.Sched != nil) != schedOn {
+				t.Errorf("snapshot: %s window's scheduler facts %+v, want present exactly when the scheduler probes are on (%v)", b.name, b.h.Sched, schedOn)
+			}
+			if !gpuOn && b.h.GPU != nil {
+				t.Errorf("snapshot: %s window has GPU facts %+v on a machine without a sampled GPU", b.name, b.h.GPU)
+			}
+		}
+		host := e.firing.Annotations["host_facts"]
+		t.Logf("host_facts: %s", host)
+		if host == "" || (schedOn && !strings.Contains(host, "runqueue ")) || (!gpuOn && !gpuAbsent.MatchString(host)) {
+			t.Errorf("host_facts annotation %q, want the run-queue figures (scheduler probes on: %v) and the GPU named absent", host, schedOn)
+		}
 	}
 
 	t.Run(alerting.RuleP99OverBaseline, func(t *testing.T) {
@@ -615,6 +642,9 @@ func TestE2EDemoStepNamesMovedPhase(t *testing.T) {
 		checkSnapshot(t, alerting.RuleLatencyStdDevJump, alertDefaults.StdDevFor, e)
 	})
 }
+
+// gpuAbsent matches a host_facts annotation that names the GPU absent.
+var gpuAbsent = regexp.MustCompile(`absent: (.*, )?gpu(,|$)`)
 
 // ms renders a breakdown's means in milliseconds.
 func ms(m map[string]float64) string {
