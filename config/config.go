@@ -116,7 +116,7 @@ type Push struct {
 type Limits struct {
 	MaxModels      int     `yaml:"max_models"`       // distinct model/version label pairs before "other"
 	CaptureBytes   int     `yaml:"capture_bytes"`    // HTTP body prefix kept for the decode
-	CaptureBudget  int64   `yaml:"capture_budget"`   // bytes all captures of a route may hold at once, waiting for their decode
+	CaptureBudget  int64   `yaml:"capture_budget"`   // bytes all captures of a route (HTTP prefixes, sampled gRPC messages) may hold at once, waiting for their decode
 	DecodeSample   float64 `yaml:"decode_sample"`    // share of gRPC infer calls fully decoded
 	DecodeMaxBytes int     `yaml:"decode_max_bytes"` // largest gRPC message captured for that
 	PipelineQueue  int     `yaml:"pipeline_queue"`   // finished records waiting for the sinks

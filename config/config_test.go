@@ -64,6 +64,7 @@ func TestErrorsNameTheField(t *testing.T) {
 		{"push url", "push: {url: 'ftp://x'}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "push.url"},
 		{"label name", "push: {extra_labels: {'bad-name': x}}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "push.extra_labels"},
 		{"sample", "limits: {decode_sample: 2}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "limits.decode_sample"},
+		{"budget below decode", "limits: {capture_budget: 2097152, decode_max_bytes: 4194304}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "limits.capture_budget"},
 		{"admin", "admin_listen: nope\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "admin_listen"},
 	}
 	for _, tt := range tests {

@@ -175,6 +175,11 @@ func (c *Config) Validate() error {
 	if l.DecodeMaxBytes < 0 {
 		bad("limits.decode_max_bytes", "must not be negative")
 	}
+	// Sampled gRPC messages draw on the same budget: one it could never
+	// hold would silently never be decoded.
+	if l.DecodeSample > 0 && l.CaptureBudget < int64(l.DecodeMaxBytes) {
+		bad("limits.capture_budget", "%d is below decode_max_bytes (%d)", l.CaptureBudget, l.DecodeMaxBytes)
+	}
 	if l.PipelineQueue < 1 {
 		bad("limits.pipeline_queue", "must be at least 1")
 	}

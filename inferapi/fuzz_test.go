@@ -115,7 +115,7 @@ type scanResult struct {
 func scanChunked(kind MessageKind, limit int64, data, sizes []byte) scanResult {
 	var s GRPCScanner
 	s.Reset(kind, limit)
-	s.Capture(1 << 10)
+	s.Capture(1<<10, nil)
 	var err error
 	for i := 0; len(data) > 0; i++ {
 		n := len(data)

@@ -129,6 +129,7 @@ type GRPCScanner struct {
 
 	// Capture of the first message.
 	captureMax int
+	reserve    func(n int64) bool
 	capturing  bool
 	captured   []byte
 }
@@ -143,8 +144,14 @@ func (s *GRPCScanner) Reset(kind MessageKind, maxMessage int64) {
 
 // Capture asks the scanner, before the first Feed, to keep a copy of the first
 // message's body (without its 5-byte prefix) when it is uncompressed and at
-// most max bytes, for a full decode off the data path.
-func (s *GRPCScanner) Capture(max int) { s.captureMax = max }
+// most max bytes, for a full decode off the data path. When reserve is not
+// nil it is asked for the message's declared size before anything is
+// allocated, and a refusal means no capture: the caller keeps a shared
+// budget of captured bytes that way, and gives the bytes back once the
+// capture is decoded or dropped.
+func (s *GRPCScanner) Capture(max int, reserve func(n int64) bool) {
+	s.captureMax, s.reserve = max, reserve
+}
 
 // Captured returns the first message's body when Capture asked for it and it
 // arrived whole; nil otherwise. The slice is the caller's: the scanner never
@@ -234,7 +241,7 @@ func (s *GRPCScanner) begin() error {
 	if !first || flag != 0 {
 		return nil
 	}
-	if s.captureMax > 0 && size <= int64(s.captureMax) {
+	if s.captureMax > 0 && size <= int64(s.captureMax) && (s.reserve == nil || s.reserve(size)) {
 		s.captured = make([]byte, 0, size)
 		s.capturing = true
 	}

@@ -409,7 +409,7 @@ func TestGRPCScannerCompressed(t *testing.T) {
 	data := append(frame(true, body), frame(false, body)...)
 	var s GRPCScanner
 	s.Reset(KindInferRequest, 0)
-	s.Capture(1 << 20)
+	s.Capture(1<<20, nil)
 	if err := feed(&s, data, 4); err != nil {
 		t.Fatal(err)
 	}
@@ -463,25 +463,36 @@ func TestGRPCScannerCapture(t *testing.T) {
 	tests := []struct {
 		name string
 		max  int
+		room int64 // what the reserve hands out; -1: no reserve
 		data []byte
 		want []byte
 	}{
-		{"fits", len(body), data, body},
-		{"too big", len(body) - 1, data, nil},
-		{"off", 0, data, nil},
-		{"incomplete", len(body), data[:len(body)], nil},
-		{"empty message", 10, frame(false, nil), []byte{}},
+		{"fits", len(body), -1, data, body},
+		{"too big", len(body) - 1, -1, data, nil},
+		{"off", 0, -1, data, nil},
+		{"incomplete", len(body), -1, data[:len(body)], nil},
+		{"empty message", 10, -1, frame(false, nil), []byte{}},
+		{"budget enough", len(body), int64(len(body)), data, body},
+		{"budget short", len(body), int64(len(body)) - 1, data, nil},
 	}
 	for _, tt := range tests {
 		var s GRPCScanner
 		s.Reset(KindInferRequest, 0)
-		s.Capture(tt.max)
+		var asked []int64
+		var reserve func(int64) bool
+		if tt.room >= 0 {
+			reserve = func(n int64) bool { asked = append(asked, n); return n <= tt.room }
+		}
+		s.Capture(tt.max, reserve)
 		if err := feed(&s, tt.data, 3); err != nil {
 			t.Fatal(err)
 		}
 		got := s.Captured()
 		if !bytes.Equal(got, tt.want) || (got == nil) != (tt.want == nil) {
 			t.Errorf("%s: Captured %q, want %q", tt.name, got, tt.want)
+		}
+		if reserve != nil && (len(asked) != 1 || asked[0] != int64(len(body))) {
+			t.Errorf("%s: reserve asked for %v, want once for the declared %d bytes", tt.name, asked, len(body))
 		}
 		if got != nil {
 			var m inference.ModelInferRequest
@@ -497,7 +508,7 @@ func TestGRPCScannerReuse(t *testing.T) {
 	b := frame(false, marshal(t, &inference.ModelInferRequest{ModelVersion: "2"}))
 	var s GRPCScanner
 	s.Reset(KindInferRequest, 0)
-	s.Capture(100)
+	s.Capture(100, nil)
 	if err := s.Feed(a); err != nil {
 		t.Fatal(err)
 	}

@@ -149,3 +149,29 @@ func (t *timedWriter) Flush() {
 	t.flusher.Flush()
 	t.blocked += time.Since(s)
 }
+
+// reservation is the capture budget a sampled gRPC message holds from the
+// moment its length prefix is read until its decode ran or was dropped.
+type reservation struct {
+	budget *atomic.Int64
+	held   int64
+}
+
+// take reserves n bytes, or reports that the budget has not got them.
+func (r *reservation) take(n int64) bool {
+	if r.budget.Add(-n) < 0 {
+		r.budget.Add(n)
+		return false
+	}
+	r.held += n
+	return true
+}
+
+// release gives the reserved bytes back; a second call gives nothing.
+func (r *reservation) release() {
+	if r == nil || r.held == 0 {
+		return
+	}
+	r.budget.Add(r.held)
+	r.held = 0
+}

@@ -24,8 +24,9 @@ import (
 // inferapi JSON/binary-extension decoders; that time is the decode phase.
 
 // deferGRPCDecode returns the deferred full decode of a captured message.
-func deferGRPCDecode(msg []byte) func(*record.Call) {
+func deferGRPCDecode(msg []byte, res *reservation) func(*record.Call) {
 	return func(c *record.Call) {
+		defer res.release()
 		var m inference.ModelInferRequest
 		s := time.Now()
 		err := proto.Unmarshal(msg, &m)

@@ -419,3 +419,40 @@ func TestGRPCTooLarge(t *testing.T) {
 }
 
 func insecureCreds() credentials.TransportCredentials { return insecure.NewCredentials() }
+
+// TestGRPCDecodeCaptureBudget checks that the sampled full decode of gRPC
+// messages draws on the capture budget like HTTP captures: a message the
+// budget cannot hold is forwarded whole but not captured, and every byte
+// comes back to the budget once the decode ran.
+func TestGRPCDecodeCaptureBudget(t *testing.T) {
+	up, _, stop := startGRPCUpstream(t)
+	defer stop()
+	small, big := inferRequest("m1", 1<<10), inferRequest("m1", 300<<10)
+	const budget = 256 << 10
+	h := newHarness(t, up, true, func(o *Options) { o.CaptureBudget = budget })
+	cc := dial(t, h.addr)
+	infer := "/inference.GRPCInferenceService/ModelInfer"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		name       string
+		msg        []byte
+		wantDecode bool
+	}{
+		{"fits the budget", small, true},
+		{"over the budget", big, false},
+		{"fits again after", small, true},
+	} {
+		n := len(h.waitRecords(0))
+		if o := doCall(ctx, cc, infer, nil, [][]byte{tc.msg}); o.code != codes.OK || len(o.msgs) != 1 {
+			t.Fatalf("%s: call failed: %v %q", tc.name, o.code, o.message)
+		}
+		r := h.waitRecords(n + 1)[n]
+		if r.DecodeRan != tc.wantDecode || r.DecodeFail {
+			t.Errorf("%s: decode ran %v (failed %v), want %v", tc.name, r.DecodeRan, r.DecodeFail, tc.wantDecode)
+		}
+		if got := h.handler.budget.Load(); got != budget {
+			t.Errorf("%s: budget %d after the record was processed, want %d back", tc.name, got, budget)
+		}
+	}
+}

@@ -27,7 +27,7 @@ type Options struct {
 
 	MaxMessageBytes int64   // largest gRPC message accepted, 0 for no limit
 	CaptureBytes    int     // HTTP: body prefix kept for the bounded decode
-	CaptureBudget   int64   // HTTP: bytes all calls' captures may hold at once, waiting for their decode; 0: 64 MiB
+	CaptureBudget   int64   // bytes all calls' captures (HTTP prefixes, sampled gRPC messages) may hold at once, waiting for their decode; 0: 64 MiB
 	DecodeSample    float64 // gRPC: share of infer calls whose first message is fully decoded
 	DecodeMaxBytes  int     // gRPC: largest message captured for that decode
 	APIHint         string  // "tfserving" or "kserve_v1" for /v1/models/{m}:predict
@@ -85,9 +85,10 @@ type call struct {
 	body     *requestBody
 	respScan *inferapi.GRPCScanner
 	respCap  *capture
-	respHdr  http.Header // the response headers a deferred decode reads
-	failed   error       // upstream broke after the response began
-	deadline time.Time   // from grpc-timeout; zero when none
+	grpcRes  *reservation // the capture budget a sampled gRPC message holds
+	respHdr  http.Header  // the response headers a deferred decode reads
+	failed   error        // upstream broke after the response began
+	deadline time.Time    // from grpc-timeout; zero when none
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -111,7 +112,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cl.body.scan = new(inferapi.GRPCScanner)
 		cl.body.scan.Reset(reqKind, h.o.MaxMessageBytes)
 		if reqKind == inferapi.KindInferRequest && h.sampleDecode() {
-			cl.body.scan.Capture(h.o.DecodeMaxBytes)
+			cl.grpcRes = &reservation{budget: &h.budget}
+			cl.body.scan.Capture(h.o.DecodeMaxBytes, cl.grpcRes.take)
 		}
 		cl.respScan = new(inferapi.GRPCScanner)
 		cl.respScan.Reset(respKind, h.o.MaxMessageBytes)
@@ -376,7 +378,9 @@ func (h *Handler) finish(cl *call, r *http.Request) {
 	if b.scan != nil {
 		b.scan.FillRequest(c)
 		if captured := b.scan.Captured(); captured != nil {
-			c.Deferred = deferGRPCDecode(captured)
+			c.Deferred = deferGRPCDecode(captured, cl.grpcRes)
+		} else {
+			cl.grpcRes.release() // a message cut short, compressed or refused
 		}
 	}
 	if cl.respScan != nil {
@@ -396,6 +400,7 @@ func (h *Handler) finish(cl *call, r *http.Request) {
 	if !h.o.Pipeline.Submit(c) {
 		b.capture.release() // dropped: its decode will never run
 		cl.respCap.release()
+		cl.grpcRes.release()
 	}
 }
 
