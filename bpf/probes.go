@@ -398,9 +398,7 @@ func (p *Probes) run(ctx context.Context) {
 		case <-dutyC:
 			p.closeGate()
 		case <-watchC:
-			if p.watch(time.Now()) {
-				periodT.Reset(p.o.Period)
-			}
+			p.watch(time.Now())
 		}
 	}
 }
