@@ -154,3 +154,26 @@ func quantile(q float64, bs []bucket) float64 {
 	}
 	return lower
 }
+
+// TestAddHelp checks that other packages' families get the texts handed
+// over, that this package's own texts win, and that families nobody
+// described keep a bare # HELP line.
+func TestAddHelp(t *testing.T) {
+	s := New(Options{})
+	s.Metrics().NewCounter("inferwatch_other_total").Inc()
+	s.Metrics().NewCounter("inferwatch_undescribed_total").Inc()
+	s.AddHelp(map[string]string{
+		"inferwatch_other_total":           "Other things.",
+		"inferwatch_records_dropped_total": "Must not replace this package's own text.",
+	})
+	e := scrape(t, s)
+	for _, tc := range []struct{ name, want string }{
+		{"inferwatch_other_total", "Other things."},
+		{"inferwatch_records_dropped_total", help["inferwatch_records_dropped_total"]},
+		{"inferwatch_undescribed_total", ""},
+	} {
+		if got, ok := e.help[tc.name]; !ok || got != tc.want {
+			t.Errorf("# HELP %s = %q (present %v), want %q", tc.name, got, ok, tc.want)
+		}
+	}
+}

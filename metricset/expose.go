@@ -3,6 +3,8 @@ package metricset
 import (
 	"bytes"
 	"io"
+	"maps"
+	"sync"
 )
 
 // help is the # HELP text of each family this package owns. The library
@@ -21,6 +23,35 @@ var help = map[string]string{
 	"inferwatch_records_dropped_total":         "Call records dropped because the pipeline queue was full.",
 }
 
+// helpTable holds the # HELP texts of the families other packages register
+// in a Set: each package keeps its texts beside its metrics (a MetricHelp
+// function) and the assembly hands them over with AddHelp.
+type helpTable struct {
+	mu    sync.RWMutex
+	texts map[string]string
+}
+
+// AddHelp adds # HELP texts for families other packages register in the
+// set, keyed by family name. A family this package owns keeps its own text.
+func (s *Set) AddHelp(texts map[string]string) {
+	s.help.mu.Lock()
+	defer s.help.mu.Unlock()
+	if s.help.texts == nil {
+		s.help.texts = make(map[string]string, len(texts))
+	}
+	maps.Copy(s.help.texts, texts)
+}
+
+func (s *Set) helpText(name string) (string, bool) {
+	if text, ok := help[name]; ok {
+		return text, true
+	}
+	s.help.mu.RLock()
+	defer s.help.mu.RUnlock()
+	text, ok := s.help.texts[name]
+	return text, ok
+}
+
 // WritePrometheus writes every metric of the set, including those other
 // packages registered, in the Prometheus text format with # HELP and # TYPE.
 func (s *Set) WritePrometheus(w io.Writer) {
@@ -32,7 +63,7 @@ func (s *Set) WritePrometheus(w io.Writer) {
 		line, rest, _ = bytes.Cut(rest, []byte("\n"))
 		out.Write(line)
 		if name, ok := bytes.CutPrefix(line, []byte("# HELP ")); ok {
-			if text, known := help[string(name)]; known {
+			if text, known := s.helpText(string(name)); known {
 				out.WriteByte(' ')
 				out.WriteString(text)
 			}

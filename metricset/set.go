@@ -39,7 +39,8 @@ func (o Options) withDefaults() Options {
 // Set is the sidecar's metric set: a record.Sink that keeps the
 // inferwatch_* series up to date. It is safe for concurrent use.
 type Set struct {
-	set *metrics.Set
+	set  *metrics.Set
+	help helpTable
 
 	// mu guards the cappers, the series map and the lazily created handles
 	// inside each series: read-locked to find handles, write-locked to make

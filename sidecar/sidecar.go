@@ -20,7 +20,9 @@ import (
 	"github.com/inferwatch/inferwatch/admin"
 	"github.com/inferwatch/inferwatch/alerting"
 	"github.com/inferwatch/inferwatch/alertmanager"
+	"github.com/inferwatch/inferwatch/bpf"
 	"github.com/inferwatch/inferwatch/config"
+	"github.com/inferwatch/inferwatch/gpu"
 	"github.com/inferwatch/inferwatch/metricset"
 	"github.com/inferwatch/inferwatch/proxy"
 	"github.com/inferwatch/inferwatch/record"
@@ -57,6 +59,13 @@ type Sidecar struct {
 }
 
 // New builds a Sidecar; extra sinks receive every record after the metrics.
+// help is the # HELP text of the families the assembly registers itself.
+var help = map[string]string{
+	"inferwatch_upstream_ready":    "1 when the route's upstream answered its last readiness probe, else 0.",
+	"inferwatch_inflight_requests": "Calls the route's proxy is serving now.",
+	"inferwatch_model_sla_seconds": "The latency SLA configured for the model, for rules that judge against it.",
+}
+
 func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -67,6 +76,10 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 	s := &Sidecar{cfg: cfg, logger: logger, serveErr: make(chan error, 1)}
 	s.bg, s.bgCancel = context.WithCancel(context.Background())
 	s.metrics = metricset.New(metricset.Options{MaxModels: cfg.Limits.MaxModels})
+	for _, h := range []map[string]string{help, alerting.MetricHelp(), alertmanager.MetricHelp(), sampling.MetricHelp(),
+		tracing.MetricHelp(), tritonstats.MetricHelp(), gpu.MetricHelp(), bpf.MetricHelp()} {
+		s.metrics.AddHelp(h)
+	}
 	if err := s.newEngine(); err != nil {
 		s.bgCancel()
 		return nil, err

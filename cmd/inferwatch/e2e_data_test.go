@@ -404,6 +404,23 @@ func TestE2EMetrics(t *testing.T) {
 	if count < grpcN+httpCalls {
 		t.Errorf("inferwatch_triton_stage_count_total%v = %v, want at least the %v calls made", tritonInfer, count, grpcN+httpCalls)
 	}
+
+	// Every family of ours says what it is.
+	_, text := px.adminGet(t, "/metrics")
+	families := 0
+	for line := range strings.SplitSeq(text, "\n") {
+		rest, ok := strings.CutPrefix(line, "# HELP inferwatch_")
+		if !ok {
+			continue
+		}
+		families++
+		if name, desc, _ := strings.Cut(rest, " "); strings.TrimSpace(desc) == "" {
+			t.Errorf("inferwatch_%s has no # HELP text", name)
+		}
+	}
+	if families < 20 {
+		t.Errorf("only %d inferwatch_* families exposed", families)
+	}
 }
 
 var tritonInfer = map[string]string{"model": "mnist-mlp", "stage": "compute_infer"}
