@@ -100,6 +100,9 @@ func TestOOMKillReported(t *testing.T) {
 	procs := memoryCgroup(t)
 	var up pidHolder
 	p := startProbes(t, Options{PIDs: up.get})
+	if !p.WatchesOOM() {
+		t.Fatalf("the OOM tracepoint is not attached: %v", p.Reasons())
+	}
 
 	from := time.Now()
 	pr := startProg(t, "-", "oom", procs)

@@ -208,6 +208,10 @@ func joinReasons(r []string) string { return strings.Join(r, "; ") }
 // Enabled reports whether the eBPF probes loaded.
 func (p *Probes) Enabled() bool { return p != nil && p.k != nil }
 
+// WatchesOOM reports whether the oom:mark_victim tracepoint is attached:
+// then a window without OOM kills had none, rather than unknown.
+func (p *Probes) WatchesOOM() bool { return p.Enabled() && p.oomOn }
+
 // Reasons says why the probes, or some of them, are off; empty when all
 // are on.
 func (p *Probes) Reasons() []string {

@@ -22,6 +22,7 @@ const helperEnv = "INFERWATCH_BPF_TEST_HELPER"
 type helperReport struct {
 	UID      int      `json:"uid"`
 	Enabled  bool     `json:"enabled"`
+	OOM      bool     `json:"oom"`
 	Reasons  []string `json:"reasons"`
 	Cgroup   bool     `json:"cgroup"`
 	Pressure bool     `json:"pressure"`
@@ -47,7 +48,7 @@ func runHelper(mode string) int {
 	from := time.Now()
 	time.Sleep(350 * time.Millisecond)
 	f := p.Window(from, time.Now())
-	r := helperReport{UID: os.Getuid(), Enabled: p.Enabled(), Reasons: p.Reasons(), Cgroup: f.Cgroup != nil, Pressure: f.Pressure != nil}
+	r := helperReport{UID: os.Getuid(), Enabled: p.Enabled(), OOM: p.WatchesOOM(), Reasons: p.Reasons(), Cgroup: f.Cgroup != nil, Pressure: f.Pressure != nil}
 	if err := p.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -98,8 +99,8 @@ func TestUnprivilegedDisabled(t *testing.T) {
 	}
 	t.Logf("helper: %+v", r)
 	t.Logf("helper log: %s", stderr.String())
-	if r.UID != 65534 || r.Enabled {
-		t.Errorf("as uid %d the probes are enabled=%v, want uid 65534 and disabled", r.UID, r.Enabled)
+	if r.UID != 65534 || r.Enabled || r.OOM {
+		t.Errorf("as uid %d the probes are enabled=%v (OOM watched %v), want uid 65534 and disabled", r.UID, r.Enabled, r.OOM)
 	}
 	if len(r.Reasons) == 0 || !strings.Contains(strings.Join(r.Reasons, " "), "no privilege") {
 		t.Errorf("reasons %q do not name the missing privilege", r.Reasons)

@@ -155,22 +155,7 @@ func (s *Sidecar) snapshotHost(_, _ string, from, to time.Time) *alerting.HostBr
 	if h.gpu != nil && h.gpu.Available() {
 		g = h.gpu.Window(from, to)
 	}
-	return hostBreakdown(to.Sub(from), b, g, oomProbed(h.probes))
-}
-
-// oomProbed reports whether the OOM tracepoint is attached, so that no kill
-// in a window reads as zero kills rather than as unknown. Probes says so only
-// in its reasons; should their wording change, this errs towards present.
-func oomProbed(p *bpf.Probes) bool {
-	if !p.Enabled() {
-		return false
-	}
-	for _, r := range p.Reasons() {
-		if strings.Contains(r, "OOM probe") {
-			return false
-		}
-	}
-	return true
+	return hostBreakdown(to.Sub(from), b, g, h.probes.WatchesOOM())
 }
 
 // hostBreakdown turns one span's facts into the snapshot's form, keeping

@@ -123,7 +123,7 @@ func TestHostBreakdown(t *testing.T) {
 }
 
 func TestOOMProbedWithoutProbes(t *testing.T) {
-	if oomProbed(nil) {
+	if (*bpf.Probes)(nil).WatchesOOM() {
 		t.Fatal("no probes, yet the OOM probe counts as on")
 	}
 	if h := (&Sidecar{host: &host{}}).snapshotHost("m", "1", time.Unix(0, 0), time.Unix(10, 0)); h == nil || h.GPU != nil || h.Sched != nil || h.CUDA != nil || h.Cgroup != nil || h.OOM != nil || h.Seconds != 10 {
