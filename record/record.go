@@ -131,10 +131,6 @@ type Call struct {
 	TraceModel       string
 	TraceProbability float64
 
-	// Host is what the machine did during the call (GPU, CUDA API,
-	// scheduler), joined from samples by overlap; nil when no source ran.
-	Host *HostFacts
-
 	// Deferred is work a front put off the data path (a sampled full decode
 	// of a captured payload); the Pipeline runs it before the sinks.
 	Deferred func(c *Call)
@@ -234,7 +230,9 @@ func (c *Call) Failed() bool {
 
 // HostFacts are the GPU and kernel facts of a call's time window for the
 // upstream's processes, attributed by overlap with the sampled intervals
-// (gpu/, bpf/). A group's flag says whether its facts were observed at all:
+// (gpu/, bpf/). They are joined for kept traces only, once the samples
+// covering the call exist (tracing.HostSource), and go into the call
+// span's attributes. A group's flag says whether its facts were observed at all:
 // absent is not zero.
 type HostFacts struct {
 	GPU              bool    // NVML samples covered the call

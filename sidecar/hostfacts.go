@@ -13,6 +13,7 @@ import (
 	"github.com/inferwatch/inferwatch/gpu"
 	"github.com/inferwatch/inferwatch/gpu/pids"
 	"github.com/inferwatch/inferwatch/record"
+	"github.com/inferwatch/inferwatch/tracing"
 )
 
 // host holds the GPU sampler and the eBPF probes, either of which may be
@@ -35,6 +36,15 @@ func (s *Sidecar) upstreamSpec() pids.Spec {
 		}
 	}
 	return spec
+}
+
+// hostSource is what the tracer joins kept calls to; nil when the
+// configuration turns both samplers off, so traces do not wait for nothing.
+func (s *Sidecar) hostSource() tracing.HostSource {
+	if s.cfg.Host.GPUDisabled && s.cfg.Host.BPFDisabled {
+		return nil
+	}
+	return s.host
 }
 
 // startHost starts what the configuration asks for; failures to find a
@@ -77,11 +87,17 @@ func (s *Sidecar) stopHost() {
 	}
 }
 
-// Observe joins a finished call to the samples its window overlaps. It runs
-// first on the pipeline goroutine so the sinks after it (metrics, alerts,
-// spans) see the facts. The newest sample may not yet cover the call's last
-// stretch; Coverage says how much was covered.
-func (h *host) Observe(c *record.Call) {
+// Settled reports whether both samplers have samples up to t (a sampler
+// that is off has nothing to wait for). It and ForCall make host the
+// tracer's HostSource: a kept call's facts are joined once they are whole.
+func (h *host) Settled(t time.Time) bool {
+	return (h.gpu == nil || !h.gpu.Available() || h.gpu.Settled(t)) && (h.probes == nil || h.probes.Settled(t))
+}
+
+// ForCall joins a finished call to the samples its window overlaps; nil
+// when nothing observed it. Coverage says how much of the window the
+// samples covered.
+func (h *host) ForCall(c *record.Call) *record.HostFacts {
 	var f record.HostFacts
 	if h.gpu != nil && h.gpu.Available() {
 		g := h.gpu.ForCall(c)
@@ -119,8 +135,9 @@ func (h *host) Observe(c *record.Call) {
 		f.Coverage = max(f.Coverage, b.Coverage)
 	}
 	if f.GPU || f.CUDA || f.Sched {
-		c.Host = &f
+		return &f
 	}
+	return nil
 }
 
 // HostWindow returns the eBPF and GPU facts of the last span of time, for a

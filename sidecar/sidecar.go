@@ -84,12 +84,12 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 		s.bgCancel()
 		return nil, err
 	}
+	s.host = &host{}
 	if err := s.newTracer(); err != nil {
 		s.bgCancel()
 		return nil, err
 	}
-	s.host = &host{}
-	sinks := record.Sinks{s.host, s.metrics, s.engine}
+	sinks := record.Sinks{s.metrics, s.engine}
 	if s.tracer != nil {
 		sinks = append(sinks, s.tracer)
 	}
@@ -172,6 +172,7 @@ func (s *Sidecar) newTracer() error {
 	tr, err := tracing.New(tracing.Config{
 		Sampler: smp, Endpoint: t.Endpoint, Protocol: t.Protocol, Insecure: t.Insecure, Headers: t.Headers,
 		Keep: t.Keep, Resource: resource, Upstreams: upstreams, Metrics: s.metrics.Metrics(), Logger: s.logger,
+		Host: s.hostSource(),
 	})
 	if err != nil {
 		return fmt.Errorf("tracing: %w", err)

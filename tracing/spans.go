@@ -195,7 +195,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // callAttributes are the call span's attributes: OTel semantic conventions
 // for rpc.* / http.*, ours under inference.*.
-func callAttributes(c *record.Call, tail string) []attribute.KeyValue {
+func callAttributes(c *record.Call, host *record.HostFacts, tail string) []attribute.KeyValue {
 	a := make([]attribute.KeyValue, 0, 32)
 	if c.Protocol == record.ProtocolGRPC {
 		a = append(a, attribute.String("rpc.system", "grpc"))
@@ -268,7 +268,7 @@ func callAttributes(c *record.Call, tail string) []attribute.KeyValue {
 	if c.UpstreamRTT > 0 {
 		a = append(a, attribute.Float64(attrUpstreamRTT, ms(c.UpstreamRTT)))
 	}
-	a = appendHost(a, c.Host)
+	a = appendHost(a, host)
 	if tail != "" {
 		a = append(a, attribute.String(attrTail, tail))
 	} else if c.TraceProbability > 0 {
@@ -332,7 +332,7 @@ func clampSpan(from, to, lo, hi time.Duration) (time.Duration, time.Duration) {
 //     (inference.deferred=true), outside its parent's interval.
 //
 // Children are clamped into the call's interval (decode excepted).
-func buildSpans(c *record.Call, tail, upstreamAddr string) *callSpans {
+func buildSpans(c *record.Call, host *record.HostFacts, tail, upstreamAddr string) *callSpans {
 	cs := &callSpans{traceID: c.TraceID, upstreamID: c.UpstreamSpanID, remote: c.ParentSpanID != [8]byte{}}
 	cs.flags = trace.TraceFlags(0).WithSampled(true)
 	state := c.TraceState
@@ -357,7 +357,7 @@ func buildSpans(c *record.Call, tail, upstreamAddr string) *callSpans {
 	cs.spans = make([]spanData, 0, n)
 	cs.spans = append(cs.spans, spanData{
 		name: callName(c), id: c.SpanID, parent: c.ParentSpanID, kind: trace.SpanKindServer,
-		start: c.Start, end: at(end), attrs: callAttributes(c, tail), status: status, desc: desc,
+		start: c.Start, end: at(end), attrs: callAttributes(c, host, tail), status: status, desc: desc,
 	})
 	child := func(name string, id [8]byte, kind trace.SpanKind, from, to time.Duration, attrs ...attribute.KeyValue) {
 		from, to = clampSpan(from, to, 0, end)

@@ -118,7 +118,7 @@ func TestBuildSpansStructure(t *testing.T) {
 			if !c.TraceSampled {
 				tail = "slow"
 			}
-			cs := buildSpans(c, tail, "10.0.0.7:8001")
+			cs := buildSpans(c, nil, tail, "10.0.0.7:8001")
 			call := &cs.spans[0]
 			if call.id != c.SpanID || call.parent != c.ParentSpanID || call.kind != trace.SpanKindServer {
 				t.Fatalf("call span %+v", call)
@@ -189,7 +189,7 @@ func TestBuildSpansStructure(t *testing.T) {
 
 func TestBuildSpansAttributes(t *testing.T) {
 	c := seedCall()
-	cs := buildSpans(c, "", "10.0.0.7:8001")
+	cs := buildSpans(c, nil, "", "10.0.0.7:8001")
 	a := attrMap(cs.spans[0].attrs)
 	want := map[string]any{
 		"rpc.system": "grpc", "rpc.service": "inference.GRPCInferenceService", "rpc.method": "ModelInfer",
@@ -223,7 +223,7 @@ func TestBuildSpansAttributes(t *testing.T) {
 	// Tail-kept: marked, and its threshold removed so a backend does not
 	// count it with the head's adjusted count.
 	h := slowHTTPCall()
-	cs = buildSpans(h, "slow", "")
+	cs = buildSpans(h, nil, "slow", "")
 	a = attrMap(cs.spans[0].attrs)
 	if a[attrTail].AsString() != "slow" {
 		t.Errorf("sampling.tail = %v", a[attrTail])

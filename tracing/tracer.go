@@ -77,6 +77,12 @@ type Config struct {
 	// server.address/server.port of the upstream client span.
 	Upstreams map[string]string
 
+	// Host, if set, adds the GPU and kernel facts of each kept call's
+	// window to its spans, once the samples covering the call exist
+	// (HostSource); HostWait bounds the wait, default DefaultHostWait.
+	Host     HostSource
+	HostWait time.Duration
+
 	Metrics *metrics.Set // inferwatch_traces_exported_total and friends; nil: a private set
 	Logger  *slog.Logger
 }
@@ -91,6 +97,13 @@ type Tracer struct {
 	log       *slog.Logger
 	queue     *exportQueue // nil without an endpoint
 	store     *store
+
+	// With a HostSource, kept calls wait in settle for their samples.
+	host       HostSource
+	hostWait   time.Duration
+	settle     chan pending
+	closing    chan struct{}
+	settleDone chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -141,6 +154,19 @@ func newTracer(c Config, exp sdktrace.SpanExporter) (*Tracer, error) {
 	}
 	if exp != nil {
 		t.queue = newExportQueue(exp, c, t.res, c.Metrics, c.Logger)
+	}
+	if c.Host != nil {
+		t.host, t.hostWait = c.Host, c.HostWait
+		if t.hostWait <= 0 {
+			t.hostWait = DefaultHostWait
+		}
+		size := c.QueueSize
+		if size <= 0 {
+			size = DefaultQueueSize
+		}
+		t.settle = make(chan pending, size)
+		t.closing, t.settleDone = make(chan struct{}), make(chan struct{})
+		go t.settleLoop()
 	}
 	return t, nil
 }
@@ -289,7 +315,21 @@ func (t *Tracer) Observe(c *record.Call) {
 	} else if !keep {
 		return
 	}
-	spans := buildSpans(c, reason, t.upstreams[c.TraceRoute])
+	if t.host == nil {
+		t.emit(c, reason, nil)
+		return
+	}
+	select {
+	case t.settle <- pending{c, reason}:
+	default: // a backlog: this one joins what has been sampled so far
+		t.emit(c, reason, t.host.ForCall(c))
+	}
+}
+
+// emit builds a kept call's spans, queues them for export and remembers
+// the trace.
+func (t *Tracer) emit(c *record.Call, reason string, host *record.HostFacts) {
+	spans := buildSpans(c, host, reason, t.upstreams[c.TraceRoute])
 	if t.queue != nil {
 		t.queue.enqueue(spans)
 	}
@@ -298,10 +338,19 @@ func (t *Tracer) Observe(c *record.Call) {
 	}
 }
 
-// Close stops the export queue, sends what it holds until ctx ends, and
+// Close joins the calls still waiting for host samples with what has been
+// sampled, stops the export queue, sends what it holds until ctx ends, and
 // shuts the exporter down. Observe must not be called after Close.
 func (t *Tracer) Close(ctx context.Context) error {
 	t.closeOnce.Do(func() {
+		if t.settle != nil {
+			close(t.closing)
+			close(t.settle)
+			select {
+			case <-t.settleDone:
+			case <-ctx.Done():
+			}
+		}
 		if t.queue != nil {
 			t.closeErr = t.queue.close(ctx)
 		}

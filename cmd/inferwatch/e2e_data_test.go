@@ -12,12 +12,14 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/inferwatch/inferwatch/internal/testenv"
 	"github.com/inferwatch/inferwatch/proto/inference"
 )
 
@@ -506,5 +508,58 @@ func TestE2ETritonStatsCountedOnce(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestE2ETraceHostFacts checks that kept traces carry the host facts of
+// their call's window, whole: the spans are built once the samples covering
+// the call exist. (Joined when the record arrived, a 10 ms call found no
+// sample: 0 of 50 demo traces had host attributes before.) Root loads the
+// scheduler probes, as CI does.
+func TestE2ETraceHostFacts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.Unavailable(t, "the scheduler probes need root")
+	}
+	_, msGRPC, msHTTP := startModelServerProc(t, "127.0.0.1:0", "127.0.0.1:0")
+	px := startProxy(t,
+		"--grpc-listen", "127.0.0.1:0", "--grpc-upstream", msGRPC,
+		"--http-listen", "127.0.0.1:0", "--http-upstream", msHTTP,
+		"--admin-listen", "127.0.0.1:0", "--no-triton-stats")
+	px.waitReady(t, 5*time.Second)
+	const calls = 8
+	inferGRPC(t, px.grpcAddr, calls/2)
+	inferHTTP(t, px.httpAddr, calls/2)
+
+	var got struct {
+		Traces []struct {
+			Spans []struct {
+				Attributes map[string]any `json:"attributes"`
+			} `json:"spans"`
+		} `json:"traces"`
+	}
+	traces := &got.Traces
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, body := px.adminGet(t, "/api/v1/traces?limit=100")
+		if err := json.Unmarshal([]byte(body), &got); err != nil {
+			t.Fatalf("/api/v1/traces: %v: %s", err, body)
+		}
+		if len(*traces) >= calls || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(*traces) < calls {
+		t.Fatalf("%d traces kept, want %d", len(*traces), calls)
+	}
+	for i, tr := range *traces {
+		a := tr.Spans[0].Attributes
+		if _, ok := a["inference.sched.runqueue_delay_ms"]; !ok {
+			t.Errorf("trace %d: no run-queue delay on the call span: %v", i, a)
+		}
+		if cov, _ := a["inference.host.coverage"].(float64); cov < 0.99 {
+			t.Errorf("trace %d: host coverage %v, want the whole call", i, a["inference.host.coverage"])
+		}
+		if _, ok := a["inference.gpu.utilization"]; ok {
+			t.Errorf("trace %d: GPU utilisation on a machine without NVML", i)
+		}
 	}
 }
