@@ -31,13 +31,7 @@ func TestP99SpikeFiresAfterThreeConsecutiveWindows(t *testing.T) {
 			for k := range from + tc.spike + 8 {
 				gen := steady
 				if k >= from && k < from+tc.spike {
-					gen = func(r *rand.Rand, i int) shape {
-						sh := steady(r, i)
-						if r.Float64() < 0.03 {
-							sh.upstream += 250 * time.Millisecond
-						}
-						return sh
-					}
+					gen = tailSpike
 				}
 				s.window(1000, gen)
 			}

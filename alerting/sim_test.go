@@ -142,3 +142,13 @@ func steady(r *rand.Rand, _ int) shape {
 		transfer: lognormal(r, time.Millisecond, 0.2),
 	}
 }
+
+// tailSpike is steady with 3% of calls 250 ms slower upstream: a P99 spike
+// that leaves the mean nearly where it was.
+func tailSpike(r *rand.Rand, i int) shape {
+	sh := steady(r, i)
+	if r.Float64() < 0.03 {
+		sh.upstream += 250 * time.Millisecond
+	}
+	return sh
+}

@@ -18,13 +18,7 @@ func spikeP99(t *testing.T, s *sim) Alert {
 	for k := range from + 6 {
 		gen := steady
 		if k >= from && k < from+5 {
-			gen = func(r *rand.Rand, i int) shape {
-				sh := steady(r, i)
-				if r.Float64() < 0.03 {
-					sh.upstream += 250 * time.Millisecond
-				}
-				return sh
-			}
+			gen = tailSpike
 		}
 		s.window(1000, gen)
 	}

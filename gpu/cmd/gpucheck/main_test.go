@@ -55,29 +55,12 @@ func TestWithoutGPU(t *testing.T) {
 // opens it, and with a budget that never duty-cycles, the probes report
 // exactly what the program says it did.
 func TestCUDAProbesOnCudaload(t *testing.T) {
-	if runtime.GOARCH != "amd64" {
-		testenv.Unavailable(t, "the BPF objects are built for x86-64 only")
-	}
-	if os.Geteuid() != 0 {
-		testenv.Unavailable(t, "loading eBPF needs root")
-	}
-	gcc := testenv.RequireBinary(t, "gcc")
-	dir := t.TempDir()
-	lib, prog := filepath.Join(dir, "libcuda.so.1"), filepath.Join(dir, "cudaload")
-	for _, args := range [][]string{
-		// As package bpf builds it: no folded functions, no tail calls.
-		{"-O1", "-fno-ipa-icf", "-fno-optimize-sibling-calls", "-shared", "-fPIC", "-o", lib, "-Wl,-soname,libcuda.so.1", "../../../bpf/testdata/fakecuda.c"},
-		{"-O2", "-Wall", "-Werror", "-o", prog, "../../cudaload/cudaload.c", "-ldl"},
-	} {
-		if out, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
-			t.Fatalf("gcc %v: %v\n%s", args, err, out)
-		}
-	}
+	lib, prog := buildStandIns(t)
 
 	_, portStr, _ := strings.Cut(testenv.FreeAddr(t), ":")
 	port, _ := strconv.Atoi(portStr)
 	const iterations, kernels = 30, 7
-	ready := filepath.Join(dir, "ready")
+	ready := filepath.Join(t.TempDir(), "ready")
 	cmd := exec.Command(prog, "-ptx", "../../cudaload/spin.ptx", "-listen", portStr, "-ready", ready,
 		"-delay-ms", "2500", "-iterations", strconv.Itoa(iterations), "-kernels", strconv.Itoa(kernels), "-secs", "8")
 	cmd.Env = append(os.Environ(), "CUDALOAD_LIBCUDA="+lib)
@@ -178,19 +161,8 @@ func doneLine(t *testing.T, out string) map[string]float64 {
 // checks the CUDA probes. It keeps the script from rotting between the
 // rare days a GPU is lent.
 func TestScriptRehearsal(t *testing.T) {
-	if runtime.GOARCH != "amd64" {
-		testenv.Unavailable(t, "the BPF objects are built for x86-64 only")
-	}
-	if os.Geteuid() != 0 {
-		testenv.Unavailable(t, "loading eBPF needs root")
-	}
-	gcc := testenv.RequireBinary(t, "gcc")
+	lib, _ := buildStandIns(t)
 	bash := testenv.RequireBinary(t, "bash")
-	lib := filepath.Join(t.TempDir(), "libcuda.so.1")
-	args := []string{"-O1", "-fno-ipa-icf", "-fno-optimize-sibling-calls", "-shared", "-fPIC", "-o", lib, "-Wl,-soname,libcuda.so.1", "../../../bpf/testdata/fakecuda.c"}
-	if out, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
-		t.Fatalf("gcc %v: %v\n%s", args, err, out)
-	}
 	_, port, _ := strings.Cut(testenv.FreeAddr(t), ":")
 	cmd := exec.Command(bash, "../../../scripts/gpu-check.sh")
 	cmd.Env = append(os.Environ(), "GPUCHECK_FAKE_LIBCUDA="+lib, "GPUCHECK_DURATION=3s", "GPUCHECK_PORT="+port)
@@ -214,4 +186,30 @@ func TestScriptRehearsal(t *testing.T) {
 	if t.Failed() {
 		t.Logf("gpu-check.sh:\n%s", out)
 	}
+}
+
+// buildStandIns builds the stand-in libcuda of package bpf's tests and
+// cudaload, ending the test where eBPF cannot load (skipped locally,
+// failed under CI).
+func buildStandIns(t *testing.T) (lib, prog string) {
+	t.Helper()
+	if runtime.GOARCH != "amd64" {
+		testenv.Unavailable(t, "the BPF objects are built for x86-64 only")
+	}
+	if os.Geteuid() != 0 {
+		testenv.Unavailable(t, "loading eBPF needs root")
+	}
+	gcc := testenv.RequireBinary(t, "gcc")
+	dir := t.TempDir()
+	lib, prog = filepath.Join(dir, "libcuda.so.1"), filepath.Join(dir, "cudaload")
+	for _, args := range [][]string{
+		// As package bpf builds it: no folded functions, no tail calls.
+		{"-O1", "-fno-ipa-icf", "-fno-optimize-sibling-calls", "-shared", "-fPIC", "-o", lib, "-Wl,-soname,libcuda.so.1", "../../../bpf/testdata/fakecuda.c"},
+		{"-O2", "-Wall", "-Werror", "-o", prog, "../../cudaload/cudaload.c", "-ldl"},
+	} {
+		if out, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
+			t.Fatalf("gcc %v: %v\n%s", args, err, out)
+		}
+	}
+	return lib, prog
 }
