@@ -160,9 +160,8 @@ type SlowCall struct {
 	At       time.Time `json:"at"`
 	Duration float64   `json:"duration"` // seconds
 	Code     string    `json:"code"`
-	// TraceID is the call's trace, in hex, when the tracer is known to keep
-	// it: the head sampled it. A call kept by the tail rules has none here,
-	// since that decision is taken after the window statistics see it.
+	// TraceID is the call's trace, in hex, when the tracer kept it (head
+	// sample or tail rule), so the id links to an exported trace.
 	TraceID string `json:"traceId,omitempty"`
 }
 

@@ -286,12 +286,12 @@ func TestSnapshotSlowestTraceIDs(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 1))
 	for i := range 200 {
 		c := steady(r, i).call("m", t0.Add(time.Duration(i)*40*time.Millisecond))
-		c.TraceID, c.TraceSampled = [16]byte{0: 0xee, 14: byte(i >> 8), 15: byte(i)}, i%2 == 0
+		c.TraceID, c.TraceKept = [16]byte{0: 0xee, 14: byte(i >> 8), 15: byte(i)}, i%2 == 0
 		e.Observe(c)
 	}
 	for i, tt := range tests {
 		c := shape{upstream: time.Duration(tt.upMs) * time.Millisecond}.call("m", t0.Add(9*time.Second))
-		c.TraceID, c.TraceSampled = id(i), tt.sampled
+		c.TraceID, c.TraceKept = id(i), tt.sampled
 		e.Observe(c)
 	}
 	e.Tick(context.Background(), t0.Add(window))

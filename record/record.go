@@ -122,8 +122,11 @@ type Call struct {
 	SpanID         [8]byte
 	ParentSpanID   [8]byte
 	UpstreamSpanID [8]byte
-	TraceSampled   bool   // the head decision
-	TraceState     string // tracestate as sent upstream
+	TraceSampled   bool // the head decision
+	// TraceKept is set by the tracer sink when it keeps the call's trace
+	// (head-sampled, or kept by a tail rule); sinks after it may link to it.
+	TraceKept  bool
+	TraceState string // tracestate as sent upstream
 	// TraceRoute and TraceModel are the sampling key the head decision was
 	// made on (the model is known at header time only from an HTTP path);
 	// TraceProbability is the head probability that decision used.

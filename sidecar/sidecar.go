@@ -89,10 +89,13 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 		s.bgCancel()
 		return nil, err
 	}
-	sinks := record.Sinks{s.metrics, s.engine}
+	// The tracer before the engine: it marks the calls whose traces it
+	// keeps (record.Call.TraceKept), which the engine's snapshots link to.
+	sinks := record.Sinks{s.metrics}
 	if s.tracer != nil {
 		sinks = append(sinks, s.tracer)
 	}
+	sinks = append(sinks, s.engine)
 	sinks = append(sinks, extra...)
 	s.pipeline = record.NewPipeline(cfg.Limits.PipelineQueue, sinks, s.metrics.RecordDropped)
 

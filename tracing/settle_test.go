@@ -123,3 +123,30 @@ func TestHostFactsWaitForSamples(t *testing.T) {
 		}
 	})
 }
+
+// TestObserveMarksKept checks that the tracer marks exactly the calls whose
+// traces it keeps, so that later sinks (the alert engine's slow calls) link
+// only to traces that exist.
+func TestObserveMarksKept(t *testing.T) {
+	tr, _ := newTracer(Config{Sampler: &fakeSampler{tail: map[string]string{"resnet50": "slow"}}}, nil)
+	defer tr.Close(context.Background())
+	notKept := slowHTTPCall()
+	notKept.Model = "other"
+	untraced := seedCall()
+	untraced.TraceID = [16]byte{}
+	for _, tc := range []struct {
+		name string
+		c    *record.Call
+		want bool
+	}{
+		{"head-sampled", seedCall(), true},
+		{"kept by a tail rule", slowHTTPCall(), true},
+		{"neither", notKept, false},
+		{"no trace context", untraced, false},
+	} {
+		tr.Observe(tc.c)
+		if tc.c.TraceKept != tc.want {
+			t.Errorf("%s: TraceKept %v, want %v", tc.name, tc.c.TraceKept, tc.want)
+		}
+	}
+}

@@ -315,6 +315,7 @@ func (t *Tracer) Observe(c *record.Call) {
 	} else if !keep {
 		return
 	}
+	c.TraceKept = true
 	if t.host == nil {
 		t.emit(c, reason, nil)
 		return

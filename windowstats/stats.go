@@ -116,9 +116,9 @@ type SlowCall struct {
 	At      time.Time `json:"at"` // the call's start
 	Seconds float64   `json:"seconds"`
 	Code    string    `json:"code"`
-	// TraceID is set when the head sampler kept the call's trace, so the
-	// tracer exports it. Tail keeps are decided after this package sees
-	// the record (the tracer is the later sink) and are not marked.
+	// TraceID is set when the tracer kept the call's trace (head-sampled
+	// or kept by a tail rule: record.Call.TraceKept), so it links to a
+	// trace that was exported.
 	TraceID TraceID `json:"traceId,omitzero"`
 }
 
@@ -378,7 +378,7 @@ func (s *Stats) Observe(c *record.Call) {
 	}
 	if len(w.slow) < cap(w.slow) || total > w.slow[0].Seconds {
 		sc := SlowCall{At: c.Start, Seconds: total, Code: c.Code}
-		if c.TraceSampled {
+		if c.TraceKept {
 			sc.TraceID = c.TraceID
 		}
 		w.addSlow(sc)

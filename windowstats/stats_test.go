@@ -330,21 +330,21 @@ func TestSlowestCalls(t *testing.T) {
 func TestSlowestCallsTraceIDs(t *testing.T) {
 	id := func(b byte) [16]byte { return [16]byte{0: 0xab, 15: b} }
 	tests := []struct {
-		name    string
-		ms      int
-		sampled bool
-		id      [16]byte
-		want    string // hex, "" for none
+		name string
+		ms   int
+		kept bool
+		id   [16]byte
+		want string // hex, "" for none
 	}{
-		{"head-sampled", 60, true, id(1), "ab000000000000000000000000000001"},
-		{"not sampled, id known", 50, false, id(2), ""},
+		{"kept", 60, true, id(1), "ab000000000000000000000000000001"},
+		{"not kept, id known", 50, false, id(2), ""},
 		{"tracing off", 40, false, [16]byte{}, ""},
-		{"sampled, slowest", 70, true, id(3), "ab000000000000000000000000000003"},
+		{"kept, slowest", 70, true, id(3), "ab000000000000000000000000000003"},
 	}
 	s := mustNew(t, Options{SlowCalls: len(tests)})
 	for _, tt := range tests {
 		c := endingAt("m", t0.Add(time.Second), time.Duration(tt.ms)*time.Millisecond)
-		c.TraceID, c.TraceSampled = tt.id, tt.sampled
+		c.TraceID, c.TraceKept = tt.id, tt.kept
 		s.Observe(c)
 	}
 	got := only(t, s).Current.Slowest
@@ -389,7 +389,7 @@ func TestObserveDoesNotAllocate(t *testing.T) {
 	s := mustNew(t, Options{})
 	c := benchCall(t0, 20*time.Millisecond)
 	// With tracing on, as most sidecars run: slow calls keep the id.
-	c.TraceID, c.TraceSampled = [16]byte{1, 2, 3}, true
+	c.TraceID, c.TraceKept = [16]byte{1, 2, 3}, true
 	// Warm up past the first rolled-up view so windows are recycled.
 	for i := range 10_000 {
 		c.Start = t0.Add(time.Duration(i) * 10 * time.Millisecond)
