@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Regenerates proto/inference with the pinned plugins and fails if the
-# committed code differs.
+# Regenerates what is generated and committed — proto/inference (protoc and
+# the pinned plugins), the eBPF objects in bpf/ (bpf2go: clang, llvm-strip,
+# libbpf-dev) and gpu/cudaload/spin.ptx (clang) — and fails if the committed
+# files differ. Regeneration is deterministic with Debian 12's clang 14.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$(mktemp -d)
@@ -16,3 +18,23 @@ if ! diff -r "$out/inference" proto/inference --exclude='*.proto' >/dev/null; th
   exit 1
 fi
 echo "proto/inference matches its .proto"
+
+# bpf2go writes beside its sources: hash, regenerate in place, compare.
+gen=$(git ls-files 'bpf/*_bpfel.go' 'bpf/*_bpfel.o')
+before=$(sha256sum $gen)
+go generate ./bpf
+if ! after=$(sha256sum $gen) || [[ "$before" != "$after" ]]; then
+  echo "bpf/ objects were stale (regenerated now; commit them):"
+  diff <(echo "$before") <(echo "$after") || true
+  exit 1
+fi
+echo "bpf/ objects match their C sources"
+
+clang -x cuda --cuda-device-only --cuda-gpu-arch=sm_52 -nocudainc -nocudalib -O2 -S \
+  -o "$out/spin.ptx" gpu/cudaload/spin.cu
+if ! cmp -s "$out/spin.ptx" gpu/cudaload/spin.ptx; then
+  echo "gpu/cudaload/spin.ptx is stale: regenerate it (the command is in spin.cu)"
+  diff "$out/spin.ptx" gpu/cudaload/spin.ptx | head -20
+  exit 1
+fi
+echo "gpu/cudaload/spin.ptx matches spin.cu"
