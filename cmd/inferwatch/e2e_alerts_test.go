@@ -658,10 +658,14 @@ func ms(m map[string]float64) string {
 
 // TestE2EDemoCleanRunFiresNothing runs the demo without faults for 45 s of
 // 1 s windows: no alert may fire (pending is allowed: a noisy window may
-// start a streak that the next one ends).
+// start a streak that the next one ends). The model gets a 10 ms base
+// latency, as in the step test: with the bare ~1 ms model a 5 s scheduling
+// hiccup of this shared VM doubled P99 (1.0 → 1.9 ms) and fired a real
+// P99OverBaseline in CI; the rules judge relative movement, and a model of
+// realistic latency is what a clean run means.
 func TestE2EDemoCleanRunFiresNothing(t *testing.T) {
 	const duration = 45 * time.Second
-	d := startDemo(t, "--qps", "200", "--duration", duration.String())
+	d := startDemo(t, "--qps", "200", "--base-latency", "10ms", "--duration", duration.String())
 	if code := d.finish(duration + 15*time.Second); code != 0 {
 		t.Errorf("demo exited %d, want 0", code)
 	}
