@@ -3,7 +3,8 @@
 // explicit list, from the socket listening on the upstream's port, or from
 // the cgroup (the container or pod) such a process lives in.
 //
-// It reads Linux's /proc and the cgroup v2 hierarchy and nothing else; PIDs
+// It reads Linux's /proc, the cgroup v2 hierarchy and the kernel's
+// sock_diag netlink interface (listening sockets) and nothing else; PIDs
 // are as this process's PID namespace sees them.
 package pids
 
@@ -87,19 +88,24 @@ func listeningPIDs(proc string, port int) ([]int, error) {
 		return nil, fmt.Errorf("listening PIDs: port %d out of range", port)
 	}
 	inodes := make(map[uint64]bool)
-	var readErrs []error
-	for _, f := range []string{"net/tcp", "net/tcp6"} {
-		err := listenInodes(filepath.Join(proc, f), port, inodes)
-		// tcp6 is missing on a kernel without IPv6; only both missing is fatal.
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("listening PIDs for port %d: %w", port, err)
+	// sock_diag first on the real /proc (it is cheap), the tables as files
+	// where it is not there (a kernel without inet_diag) and in tests.
+	if proc != procRoot || listenInodesDiag(port, inodes) != nil {
+		clear(inodes)
+		var readErrs []error
+		for _, f := range []string{"net/tcp", "net/tcp6"} {
+			err := listenInodes(filepath.Join(proc, f), port, inodes)
+			// tcp6 is missing on a kernel without IPv6; only both missing is fatal.
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("listening PIDs for port %d: %w", port, err)
+			}
+			if err != nil {
+				readErrs = append(readErrs, err)
+			}
 		}
-		if err != nil {
-			readErrs = append(readErrs, err)
+		if len(readErrs) == 2 {
+			return nil, fmt.Errorf("listening PIDs for port %d: %w", port, errors.Join(readErrs...))
 		}
-	}
-	if len(readErrs) == 2 {
-		return nil, fmt.Errorf("listening PIDs for port %d: %w", port, errors.Join(readErrs...))
 	}
 	if len(inodes) == 0 {
 		return nil, fmt.Errorf("listening PIDs: no TCP socket listening on port %d: %w", port, ErrNotFound)

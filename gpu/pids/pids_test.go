@@ -2,6 +2,7 @@ package pids
 
 import (
 	"errors"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -218,5 +219,44 @@ func TestSpecResolve(t *testing.T) {
 	}
 	if !(Spec{}).IsZero() || (Spec{Port: 80}).IsZero() {
 		t.Fatal("IsZero wrong")
+	}
+}
+
+// TestSockDiagMatchesProcNet checks that sock_diag finds the same listening
+// inodes as /proc/net/tcp and tcp6, for IPv4 and IPv6 listeners, and none
+// for a port nobody listens on.
+func TestSockDiagMatchesProcNet(t *testing.T) {
+	for _, tc := range []struct{ network, addr string }{
+		{"tcp4", "127.0.0.1:0"},
+		{"tcp6", "[::1]:0"},
+	} {
+		t.Run(tc.network, func(t *testing.T) {
+			port := listenPort(t, tc.network, tc.addr)
+			diag, files := map[uint64]bool{}, map[uint64]bool{}
+			if err := listenInodesDiag(port, diag); err != nil {
+				t.Fatalf("sock_diag: %v", err)
+			}
+			for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+				if err := listenInodes(f, port, files); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(diag) != 1 || !maps.Equal(diag, files) {
+				t.Fatalf("port %d: sock_diag %v, /proc/net %v", port, diag, files)
+			}
+		})
+	}
+	free := listenPort(t, "tcp4", "127.0.0.1:0")
+	// listenPort's listener closes at cleanup; a fresh reserved-and-closed
+	// port listens nowhere.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unused := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	none := map[uint64]bool{}
+	if err := listenInodesDiag(unused, none); err != nil || len(none) != 0 {
+		t.Fatalf("port %d (nobody listens; %d does): %v, %v", unused, free, none, err)
 	}
 }
