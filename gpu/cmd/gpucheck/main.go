@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -95,6 +96,8 @@ func main() {
 
 func run(ctx context.Context, cfg config, w io.Writer) result {
 	var res result
+	// The samplers log from their own goroutines into the same output.
+	w = &syncWriter{w: w}
 	set := metrics.NewSet()
 	log := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithCancel(ctx)
@@ -252,6 +255,18 @@ func run(ctx context.Context, cfg config, w io.Writer) result {
 	}
 	printMetrics(w, set)
 	return finish(res, ok)
+}
+
+// syncWriter serialises writes from several goroutines.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 func finish(res result, ok bool) result {

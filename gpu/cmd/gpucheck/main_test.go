@@ -64,8 +64,9 @@ func TestCUDAProbesOnCudaload(t *testing.T) {
 	cmd := exec.Command(prog, "-ptx", "../../cudaload/spin.ptx", "-listen", portStr, "-ready", ready,
 		"-delay-ms", "2500", "-iterations", strconv.Itoa(iterations), "-kernels", strconv.Itoa(kernels), "-secs", "8")
 	cmd.Env = append(os.Environ(), "CUDALOAD_LIBCUDA="+lib)
-	var progOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &progOut, &progOut
+	var progBuf bytes.Buffer
+	progOut := &syncWriter{w: &progBuf}
+	cmd.Stdout, cmd.Stderr = progOut, progOut
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -212,4 +213,11 @@ func buildStandIns(t *testing.T) (lib, prog string) {
 		}
 	}
 	return lib, prog
+}
+
+// String returns what was written so far, when w is a bytes.Buffer.
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.(*bytes.Buffer).String()
 }
