@@ -58,7 +58,6 @@ type Sidecar struct {
 	serveErr chan error
 }
 
-// New builds a Sidecar; extra sinks receive every record after the metrics.
 // help is the # HELP text of the families the assembly registers itself.
 var help = map[string]string{
 	"inferwatch_upstream_ready":    "1 when the route's upstream answered its last readiness probe, else 0.",
@@ -66,6 +65,8 @@ var help = map[string]string{
 	"inferwatch_model_sla_seconds": "The latency SLA configured for the model, for rules that judge against it.",
 }
 
+// New builds a Sidecar; extra sinks receive every record after the built-in
+// ones (metrics, tracer, alert engine).
 func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
