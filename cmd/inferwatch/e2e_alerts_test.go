@@ -31,6 +31,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -656,16 +657,20 @@ func ms(m map[string]float64) string {
 	return strings.Join(parts, " ")
 }
 
-// TestE2EDemoCleanRunFiresNothing runs the demo without faults for 45 s of
-// 1 s windows: no alert may fire (pending is allowed: a noisy window may
-// start a streak that the next one ends). The model gets a 10 ms base
-// latency, as in the step test: with the bare ~1 ms model a 5 s scheduling
-// hiccup of this shared VM doubled P99 (1.0 → 1.9 ms) and fired a real
-// P99OverBaseline in CI; the rules judge relative movement, and a model of
-// realistic latency is what a clean run means.
+// TestE2EDemoCleanRunFiresNothing runs the demo without faults for 45 s:
+// no alert may fire (pending is allowed: a noisy window may start a streak
+// that the next one ends), unless the machine itself stalled during the
+// breaching windows, as an independent watcher in this process measures it
+// (stallWatch): that is a real latency change, which the rules are right
+// to report. Its windows are 2 s, not the other tests' 1 s: with 1 s
+// windows of the ~1 ms demo model, CI saw a P99 of 1.0 → 1.9 ms fire
+// P99OverBaseline, and with a 10 ms model sleeps' jitter fired
+// LatencyStdDevJump, both on quiet machines; 2 s windows passed, and still
+// fire both rules on a 5 ms step (checked by hand).
 func TestE2EDemoCleanRunFiresNothing(t *testing.T) {
 	const duration = 45 * time.Second
-	d := startDemo(t, "--qps", "200", "--base-latency", "10ms", "--duration", duration.String())
+	stalls := watchStalls(t)
+	d := startDemo(t, "--qps", "200", "--window", "2s", "--duration", duration.String())
 	if code := d.finish(duration + 15*time.Second); code != 0 {
 		t.Errorf("demo exited %d, want 0", code)
 	}
@@ -679,10 +684,23 @@ func TestE2EDemoCleanRunFiresNothing(t *testing.T) {
 			}
 		}
 		for _, e := range h.episodes {
-			t.Errorf("clean run fired %s %s:%s: %v", h.rule, h.model, h.version, e)
+			// The breaching windows: from the first one's start to the
+			// one that fired. A stall of the machine there is a real
+			// latency change, which the rules are right to report.
+			from := e.pendingAt.Add(-time.Second)
+			if e.pendingAt.IsZero() {
+				from = e.firingAt.Add(-4 * time.Second)
+			}
+			if seen := stalls.within(from, e.firingAt); len(seen) > 0 {
+				t.Logf("%s %s:%s fired while this machine stalled (%v), not on a quiet host: %v; host facts: %s",
+					h.rule, h.model, h.version, seen, e, e.firing.Annotations["host_facts"])
+				continue
+			}
+			t.Errorf("clean run fired %s %s:%s with no stall of the machine seen: %v; host facts: %s",
+				h.rule, h.model, h.version, e, e.firing.Annotations["host_facts"])
 		}
 	}
-	t.Logf("%d pending streaks that did not fire", pendings)
+	t.Logf("%d pending streaks that did not fire; stalls of the machine seen: %v", pendings, stalls.within(time.Time{}, time.Now()))
 	if t.Failed() {
 		d.logWindows("mnist-mlp")
 		d.logWindows("echo")
@@ -1019,4 +1037,101 @@ func TestE2EDemoAlertmanagerDown(t *testing.T) {
 	if late := exited.Sub(end); late > 12*time.Second {
 		t.Errorf("exited %v after its duration, want the drain and the notifier's flush timeout at most", late)
 	}
+}
+
+// stallWatch records stalls of the machine as the test process sees them,
+// independently of the sidecar: a 2 ms sleep that overslept by 20 ms or
+// more, or 20 ms or more of CPU time stolen by the hypervisor (the steal
+// column of /proc/stat) within a tenth of a second. 20 ms: a tick or two of
+// steal (10 ms) comes every few seconds on the development VM and is within
+// what a clean run must absorb; the stalls that fired alerts in CI pushed a
+// 12 ms P99 to 22–41 ms.
+type stallWatch struct {
+	mu     sync.Mutex
+	stalls []stallSeen
+}
+
+const stallMin = 20 * time.Millisecond
+
+type stallSeen struct {
+	at   time.Time
+	d    time.Duration
+	kind string
+}
+
+func (s stallSeen) String() string {
+	return fmt.Sprintf("%s %v at %s", s.kind, s.d.Round(time.Millisecond), s.at.Format("15:04:05.000"))
+}
+
+// watchStalls starts watching until the test ends.
+func watchStalls(t *testing.T) *stallWatch {
+	w := &stallWatch{}
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	go func() {
+		const nap = 2 * time.Millisecond
+		hz := 100.0 // USER_HZ, as /proc/stat counts
+		lastSteal, lastRead := stealTicks(), time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			before := time.Now()
+			time.Sleep(nap)
+			now := time.Now()
+			if over := now.Sub(before) - nap; over >= stallMin {
+				w.add(stallSeen{before, over, "oversleep"})
+			}
+			if now.Sub(lastRead) >= 100*time.Millisecond {
+				if st := stealTicks(); st >= 0 && lastSteal >= 0 && st > lastSteal {
+					if d := time.Duration(float64(st-lastSteal) / hz * float64(time.Second)); d >= stallMin {
+						w.add(stallSeen{lastRead, d, "steal"})
+					}
+					lastSteal = st
+				}
+				lastRead = now
+			}
+		}
+	}()
+	return w
+}
+
+func (w *stallWatch) add(s stallSeen) {
+	w.mu.Lock()
+	w.stalls = append(w.stalls, s)
+	w.mu.Unlock()
+}
+
+// within returns the stalls that overlap [from, to].
+func (w *stallWatch) within(from, to time.Time) []stallSeen {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []stallSeen
+	for _, s := range w.stalls {
+		if s.at.Add(s.d).After(from) && !s.at.After(to) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// stealTicks is the machine's stolen CPU time so far, in USER_HZ ticks
+// summed over CPUs; -1 when /proc/stat cannot say.
+func stealTicks() int64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return -1
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	if len(f) < 9 || f[0] != "cpu" {
+		return -1
+	}
+	v, err := strconv.ParseInt(f[8], 10, 64)
+	if err != nil {
+		return -1
+	}
+	return v
 }
