@@ -88,6 +88,18 @@ func (r *ring) last() *sample {
 	return r.at(r.n - 1)
 }
 
+// overlap is how much of [a0, a1] lies within [b0, b1]; zero or less when
+// nothing does.
+func overlap(a0, a1, b0, b1 time.Time) time.Duration {
+	if a0.Before(b0) {
+		a0 = b0
+	}
+	if a1.After(b1) {
+		a1 = b1
+	}
+	return a1.Sub(a0)
+}
+
 // overlapping calls f for each sample overlapping [from, to] with the
 // overlap and the overlap's share of the sample's interval.
 func (r *ring) overlapping(from, to time.Time, f func(s *sample, overlap time.Duration, share float64)) {
@@ -96,14 +108,7 @@ func (r *ring) overlapping(from, to time.Time, f func(s *sample, overlap time.Du
 		if !s.end.After(from) || !s.start.Before(to) {
 			continue
 		}
-		a, b := s.start, s.end
-		if from.After(a) {
-			a = from
-		}
-		if to.Before(b) {
-			b = to
-		}
-		ov := b.Sub(a)
+		ov := overlap(s.start, s.end, from, to)
 		if ov <= 0 {
 			continue
 		}
@@ -258,14 +263,8 @@ func (l *syncLog) within(from, to, now time.Time) (time.Duration, int) {
 	var sum time.Duration
 	var n int
 	clip := func(b, e time.Time) {
-		if b.Before(from) {
-			b = from
-		}
-		if e.After(to) {
-			e = to
-		}
-		if e.After(b) {
-			sum += e.Sub(b)
+		if d := overlap(b, e, from, to); d > 0 {
+			sum += d
 			n++
 		}
 	}

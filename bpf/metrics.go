@@ -3,6 +3,7 @@ package bpf
 import (
 	"fmt"
 	"io"
+	"maps"
 	"strconv"
 	"sync"
 
@@ -28,11 +29,7 @@ var help = map[string]string{
 // MetricHelp returns the # HELP text of every family this package exports,
 // for a writer that fills in help texts (metricset.WritePrometheus's table).
 func MetricHelp() map[string]string {
-	out := make(map[string]string, len(help))
-	for k, v := range help {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(help)
 }
 
 // histLe are the log2 bucket bounds (in ns, as powers of two) exported as

@@ -85,14 +85,8 @@ func (g *gateLog) closeAt(t time.Time) {
 func (g *gateLog) onWithin(a, b time.Time) time.Duration {
 	var d time.Duration
 	add := func(s, e time.Time) {
-		if s.Before(a) {
-			s = a
-		}
-		if e.After(b) {
-			e = b
-		}
-		if e.After(s) {
-			d += e.Sub(s)
+		if ov := overlap(s, e, a, b); ov > 0 {
+			d += ov
 		}
 	}
 	for _, c := range g.closed {

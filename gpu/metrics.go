@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -34,11 +35,7 @@ var help = map[string]string{
 // MetricHelp returns the # HELP text of every inferwatch_gpu_* family, for
 // a writer that fills in help texts (metricset.WritePrometheus's table).
 func MetricHelp() map[string]string {
-	out := make(map[string]string, len(help))
-	for k, v := range help {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(help)
 }
 
 // exporter turns samples into series. Gauges exist only while their reading
