@@ -84,14 +84,7 @@ func httpModel(t testing.TB, onCall func(r *http.Request) func()) string {
 		done()
 		io.WriteString(w, `{"model_name":"`+r.PathValue("m")+`","outputs":[{"name":"out","datatype":"FP32","shape":[1,2],"data":[0.5,0.5]}]}`)
 	})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: mux}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	return l.Addr().String()
+	return serveHTTP(t, mux)
 }
 
 // grpcModel serves KServe v2 ModelInfer over gRPC, calling onCall with the
@@ -114,6 +107,19 @@ func (g grpcModel) ModelInfer(ctx context.Context, req *inference.ModelInferRequ
 		res.Outputs = append(res.Outputs, &inference.ModelInferResponse_InferOutputTensor{Name: "out-" + in.Name, Datatype: in.Datatype, Shape: in.Shape})
 	}
 	return res, nil
+}
+
+// serveHTTP serves h on a loopback port until the test ends.
+func serveHTTP(t testing.TB, h http.Handler) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return l.Addr().String()
 }
 
 func startGRPCModel(t testing.TB, m grpcModel) string {

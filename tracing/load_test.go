@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -89,14 +88,7 @@ func loadUpstream(t testing.TB, slowBy time.Duration) string {
 		}
 		io.WriteString(w, `{"model_name":"`+r.PathValue("m")+`","outputs":[{"name":"out","datatype":"FP32","shape":[1,2],"data":[0.5,0.5]}]}`)
 	})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: mux}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	return l.Addr().String()
+	return serveHTTP(t, mux)
 }
 
 // loadCall is one call the load client made.
