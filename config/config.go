@@ -22,6 +22,7 @@ type Config struct {
 	DrainTimeout Duration `yaml:"drain_timeout"` // how long SIGTERM waits for in-flight calls
 	DrainDelay   Duration `yaml:"drain_delay"`   // readiness false this long before listeners close
 	LogLevel     string   `yaml:"log_level"`     // debug, info, warn, error
+	DataPlane    string   `yaml:"data_plane"`    // how gRPC routes move bytes: stdlib (net/http) or frame (frame-level HTTP/2)
 	Routes       []Route  `yaml:"routes"`
 	Push         Push     `yaml:"push"`
 	Limits       Limits   `yaml:"limits"`
@@ -129,12 +130,29 @@ const (
 	MaxGRPCMessage         = 1<<32 - 1 // the gRPC length prefix is 32 bits
 )
 
+// Data planes: how a gRPC route's bytes move (see proxy and proxy/h2).
+const (
+	DataPlaneStdlib = "stdlib"
+	DataPlaneFrame  = "frame"
+)
+
+// DefaultDataPlane is INFERWATCH_DATA_PLANE when set (so a whole fleet or a
+// test run can switch), else stdlib until the frame plane has held long
+// enough to become the default.
+func DefaultDataPlane() string {
+	if v := os.Getenv("INFERWATCH_DATA_PLANE"); v != "" {
+		return v
+	}
+	return DataPlaneStdlib
+}
+
 // Default returns a Config with every default filled and no routes.
 func Default() Config {
 	return Config{
 		AdminListen:  DefaultAdminListen,
 		DrainTimeout: Duration(30 * time.Second),
 		LogLevel:     "info",
+		DataPlane:    DefaultDataPlane(),
 		Push:         Push{Interval: Duration(10 * time.Second)},
 		Alerting:     Alerting{Window: Duration(10 * time.Second), Resend: Duration(time.Minute)},
 		Tracing:      Tracing{Protocol: "grpc", Insecure: true, Keep: 200},

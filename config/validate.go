@@ -35,6 +35,11 @@ func (c *Config) Validate() error {
 	default:
 		bad("log_level", "%q is not one of debug, info, warn, error", c.LogLevel)
 	}
+	switch c.DataPlane {
+	case DataPlaneStdlib, DataPlaneFrame:
+	default:
+		bad("data_plane", "%q is not stdlib or frame (INFERWATCH_DATA_PLANE sets the default)", c.DataPlane)
+	}
 	if len(c.Routes) == 0 {
 		bad("routes", "no listen/upstream pair: give --grpc-listen with --grpc-upstream, --http-listen with --http-upstream, or routes in --config")
 	}

@@ -375,18 +375,7 @@ func (h *Handler) finish(cl *call, r *http.Request) {
 	if c.UpstreamSent == 0 && b.eof {
 		c.UpstreamSent = c.UpstreamStart
 	}
-	if b.scan != nil {
-		b.scan.FillRequest(c)
-		if captured := b.scan.Captured(); captured != nil {
-			c.Deferred = deferGRPCDecode(captured, cl.grpcRes)
-		} else {
-			cl.grpcRes.release() // a message cut short, compressed or refused
-		}
-	}
-	if cl.respScan != nil {
-		cl.respScan.FillResponse(c)
-	}
-	c.Stream = c.Stream || c.RequestMessages > 1 || c.ResponseMessages > 1
+	fillGRPC(c, b.scan, cl.respScan, cl.grpcRes)
 	if !cl.grpc {
 		c.RequestMessages, c.ResponseMessages = 1, 1
 		if b.capture != nil {
@@ -402,6 +391,23 @@ func (h *Handler) finish(cl *call, r *http.Request) {
 		cl.respCap.release()
 		cl.grpcRes.release()
 	}
+}
+
+// fillGRPC fills a record from a call's gRPC scanners and puts the sampled
+// full decode, if a message was captured for it, off the data path.
+func fillGRPC(c *record.Call, req, resp *inferapi.GRPCScanner, res *reservation) {
+	if req != nil {
+		req.FillRequest(c)
+		if captured := req.Captured(); captured != nil {
+			c.Deferred = deferGRPCDecode(captured, res)
+		} else {
+			res.release() // a message cut short, compressed or refused
+		}
+	}
+	if resp != nil {
+		resp.FillResponse(c)
+	}
+	c.Stream = c.Stream || c.RequestMessages > 1 || c.ResponseMessages > 1
 }
 
 // sampleDecode picks every n-th infer call for a full decode.

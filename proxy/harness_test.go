@@ -4,11 +4,13 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/inferwatch/inferwatch/proxy/h2"
 	"github.com/inferwatch/inferwatch/record"
 )
 
@@ -46,7 +48,20 @@ func newHarness(t *testing.T, upstream string, grpc bool, tweak ...func(*Options
 		f(&o)
 	}
 	h.handler = NewHandler(o)
-	h.server = NewServer(o.Logger, Listener{Name: "test", Addr: "127.0.0.1:0", Handler: h.handler})
+	l := Listener{Name: "test", Addr: "127.0.0.1:0", Handler: h.handler}
+	if grpc && testDataPlane() == "frame" {
+		f, err := h2.NewServer(h2.Options{
+			Dial:     func(ctx context.Context) (net.Conn, error) { return tr.DialH2(ctx, upstream) },
+			Observer: h.handler,
+			Logger:   o.Logger,
+			ConnRTT:  ConnRTT,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Frames = f
+	}
+	h.server = NewServer(o.Logger, l)
 	if err := h.server.Listen(); err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +75,15 @@ func newHarness(t *testing.T, upstream string, grpc bool, tweak ...func(*Options
 		tr.CloseIdleConnections()
 	})
 	return h
+}
+
+// testDataPlane is the data plane the gRPC tests run on: INFERWATCH_DATA_PLANE
+// (frame or stdlib), as in the sidecar; CI runs the suite on both.
+func testDataPlane() string {
+	if v := os.Getenv("INFERWATCH_DATA_PLANE"); v != "" {
+		return v
+	}
+	return "stdlib"
 }
 
 // waitRecords waits until n records arrived and returns them all.

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/inferwatch/inferwatch/proxy/h2"
 )
 
 // Listener is one front: an address, what serves it, and optional TLS.
@@ -18,6 +20,9 @@ type Listener struct {
 	Addr    string
 	Handler http.Handler
 	TLS     *tls.Config // nil: clear text (HTTP/1.1 and h2c)
+	// Frames, if set, forwards HTTP/2 connections frame by frame (the frame
+	// data plane); Handler then serves HTTP/1.1 only.
+	Frames *h2.Server
 }
 
 // Server runs the listeners and drains them on shutdown.
@@ -68,7 +73,10 @@ func (s *Server) Serve() error {
 	var wg sync.WaitGroup
 	for i, nl := range s.nls {
 		l, srv := s.ls[i], s.srvs[i]
-		if l.TLS != nil {
+		switch {
+		case l.Frames != nil:
+			nl = newSniffListener(nl, l.TLS, l.Frames)
+		case l.TLS != nil:
 			nl = tls.NewListener(nl, l.TLS)
 		}
 		wg.Add(1)
@@ -113,7 +121,7 @@ func newHTTPServer(l Listener, logger *slog.Logger) *http.Server {
 // ctx ends; then it closes what is left.
 func (s *Server) Shutdown(ctx context.Context) error {
 	var wg sync.WaitGroup
-	errs := make([]error, len(s.srvs))
+	errs := make([]error, 2*len(s.srvs))
 	for i, srv := range s.srvs {
 		wg.Add(1)
 		go func() {
@@ -123,6 +131,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 				srv.Close()
 			}
 		}()
+		if f := s.ls[i].Frames; f != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[len(s.srvs)+i] = f.Shutdown(ctx)
+			}()
+		}
 	}
 	wg.Wait()
 	return errors.Join(errs...)

@@ -53,12 +53,28 @@ func clientRTT(ctx context.Context) time.Duration {
 	return 0
 }
 
-// netConn unwraps TLS to reach the TCP connection.
+// netConn unwraps TLS and the listener's sniffing wrapper to reach the TCP
+// connection.
 func netConn(c net.Conn) net.Conn {
-	if tc, ok := c.(*tls.Conn); ok {
-		return tc.NetConn()
+	for {
+		switch x := c.(type) {
+		case *tls.Conn:
+			c = x.NetConn()
+		case *sniffedConn:
+			c = x.Conn
+		case *closeNotifyConn:
+			c = x.Conn
+		default:
+			return c
+		}
 	}
-	return c
+}
+
+// ConnRTT returns a reader of a connection's kernel RTT, read at most once a
+// second: the frame plane's h2.Options.ConnRTT.
+func ConnRTT(c net.Conn) func() time.Duration {
+	t := &rttConn{conn: c}
+	return t.sample
 }
 
 // upstreamConns tracks the live connections a transport dialed, so the RTT to

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"net/http"
 	"time"
@@ -27,7 +28,42 @@ type TransportOptions struct {
 // Transport is the pooled client side towards one upstream.
 type Transport struct {
 	*http.Transport
-	conns *upstreamConns
+	conns  *upstreamConns
+	dialer *net.Dialer
+	tls    *tls.Config
+}
+
+// DialH2 opens an HTTP/2 connection to addr for the frame plane: TCP, and
+// TLS with ALPN h2 when the upstream speaks TLS. The connection counts for
+// RTT like the transport's own.
+func (t *Transport) DialH2(ctx context.Context, addr string) (net.Conn, error) {
+	c, err := t.dialer.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	if t.tls != nil {
+		cfg := t.tls.Clone()
+		cfg.NextProtos = []string{"h2"}
+		if cfg.ServerName == "" {
+			if host, _, err := net.SplitHostPort(addr); err == nil {
+				cfg.ServerName = host
+			}
+		}
+		tlsc := tls.Client(c, cfg)
+		if err := tlsc.HandshakeContext(ctx); err != nil {
+			c.Close()
+			return nil, err
+		}
+		if p := tlsc.ConnectionState().NegotiatedProtocol; p != "h2" {
+			tlsc.Close()
+			return nil, fmt.Errorf("upstream %s negotiated %q, not h2", addr, p)
+		}
+		c = tlsc
+	}
+	return t.conns.add(c), nil
 }
 
 // NewTransport builds a Transport. It never decompresses or adds headers of
@@ -83,7 +119,7 @@ func NewTransport(o TransportOptions) *Transport {
 		p.SetHTTP1(true)
 	}
 	t.Protocols = p
-	return &Transport{Transport: t, conns: conns}
+	return &Transport{Transport: t, conns: conns, dialer: d, tls: o.TLS}
 }
 
 // RTT returns the kernel's RTT to the upstream, 0 when unknown.

@@ -25,6 +25,7 @@ import (
 	"github.com/inferwatch/inferwatch/gpu"
 	"github.com/inferwatch/inferwatch/metricset"
 	"github.com/inferwatch/inferwatch/proxy"
+	"github.com/inferwatch/inferwatch/proxy/h2"
 	"github.com/inferwatch/inferwatch/record"
 	"github.com/inferwatch/inferwatch/sampling"
 	"github.com/inferwatch/inferwatch/tracing"
@@ -324,6 +325,20 @@ func (s *Sidecar) route(r config.Route, poll bool) (proxy.Listener, proxy.Probe,
 		return float64(h.InFlight())
 	})
 	l = proxy.Listener{Name: r.Name, Addr: r.Listen, Handler: h}
+	if s.cfg.DataPlane == config.DataPlaneFrame && r.Protocol == "grpc" {
+		upstream := r.Upstream
+		f, err := h2.NewServer(h2.Options{
+			Dial:        func(ctx context.Context) (net.Conn, error) { return tr.DialH2(ctx, upstream) },
+			Observer:    h,
+			Logger:      s.logger,
+			ConnRTT:     proxy.ConnRTT,
+			DialTimeout: r.DialTimeout.D(),
+		})
+		if err != nil {
+			return l, probe, nil, fmt.Errorf("data_plane: %w", err)
+		}
+		l.Frames = f
+	}
 	if t := r.TLS; t != nil {
 		tc, err := proxy.ServerTLS(proxy.TLSFiles{CertFile: t.CertFile, KeyFile: t.KeyFile, CAFile: t.ClientCAFile}, s.logger)
 		if err != nil {
@@ -423,7 +438,11 @@ func (s *Sidecar) Start(ctx context.Context) error {
 	}
 	go func() { s.serveErr <- s.server.Serve() }()
 	for i, a := range s.server.Addrs() {
-		s.logger.Info("proxying", "route", s.cfg.Routes[i].Name, "protocol", s.cfg.Routes[i].Protocol, "listen", a.String(), "upstream", s.cfg.Routes[i].Upstream)
+		plane := config.DataPlaneStdlib
+		if s.cfg.Routes[i].Protocol == "grpc" {
+			plane = s.cfg.DataPlane
+		}
+		s.logger.Info("proxying", "route", s.cfg.Routes[i].Name, "protocol", s.cfg.Routes[i].Protocol, "listen", a.String(), "upstream", s.cfg.Routes[i].Upstream, "data_plane", plane)
 	}
 	s.logger.Info("admin endpoints", "url", "http://"+al.Addr().String()+"/")
 	return nil

@@ -35,6 +35,7 @@ func runDemo(args []string, out, logw io.Writer) error {
 	workers := fs.Int("workers", 32, "model server executions at once (injected faults sleep, so many workers keep them from overloading the server)")
 	statsEvery := fs.Duration("triton-stats-interval", 2*time.Second, "statistics-extension poll interval")
 	logLevel := fs.String("log-level", "warn", "sidecar log level")
+	dataPlane := fs.String("data-plane", config.DefaultDataPlane(), "how the gRPC route moves bytes: stdlib or frame; default from INFERWATCH_DATA_PLANE, else stdlib")
 	window := fs.Duration("window", 10*time.Second, "window statistics window length (alerts evaluate per window)")
 	sla := fs.Duration("sla", 25*time.Millisecond, "latency SLA of mnist-mlp for LatencyMeanOverSLA")
 	base := fs.Duration("base-latency", 0, "a constant extra latency of every inference from the start (a slower model)")
@@ -65,6 +66,7 @@ func runDemo(args []string, out, logw io.Writer) error {
 	cfg := config.Default()
 	cfg.AdminListen = *adminListen
 	cfg.LogLevel = *logLevel
+	cfg.DataPlane = *dataPlane
 	cfg.DrainTimeout = config.Duration(5 * time.Second)
 	stats := config.TritonStats{Interval: config.Duration(*statsEvery)} // automatic: polled once, over gRPC
 	cfg.Routes = []config.Route{

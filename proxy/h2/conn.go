@@ -1,0 +1,570 @@
+package h2
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// conn is one client connection and the upstream connections its streams
+// were forwarded on. mu guards every field of the pair, both sides' stream
+// tables, windows and write buffers; the client's reader goroutine and each
+// upstream's reader take it for every frame.
+type conn struct {
+	s  *Server
+	nc net.Conn
+	br *bufio.Reader
+	bw *bufio.Writer
+	endpoint
+	rtt func() time.Duration
+
+	mu      sync.Mutex
+	streams map[uint32]*stream // by client stream ID
+	maxID   uint32             // highest client stream ID opened
+	ups     []*upConn          // the last takes new streams; older ones drain
+	goAway  bool               // we sent GOAWAY: no new streams
+	closed  bool
+	idle    *time.Timer
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{s: s, nc: nc, streams: make(map[uint32]*stream)}
+	c.br = bufio.NewReaderSize(nc, bufSize)
+	c.bw = bufio.NewWriterSize(nc, bufSize)
+	c.fr = newFramer(c.bw, c.br, s.o.MaxHeaderListSize)
+	c.enc = newEncoder()
+	c.wbuf = c.bw
+	c.init(int64(s.o.ConnWindow))
+	if s.o.ConnRTT != nil {
+		c.rtt = s.o.ConnRTT(nc)
+	}
+	return c
+}
+
+// bufSize is each connection's read and write buffer: four full frames.
+const bufSize = 64 << 10
+
+func newFramer(w io.Writer, r io.Reader, maxHeaderList uint32) *http2.Framer {
+	fr := http2.NewFramer(w, r)
+	fr.SetReuseFrames()
+	fr.SetMaxReadFrameSize(maxReadFrame)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	fr.MaxHeaderListSize = maxHeaderList
+	return fr
+}
+
+// serve runs the client connection until it ends.
+func (c *conn) serve() {
+	defer c.teardown()
+	c.nc.SetReadDeadline(time.Now().Add(c.s.o.PrefaceTimeout))
+	var pre [len(http2.ClientPreface)]byte
+	if _, err := io.ReadFull(c.br, pre[:]); err != nil || string(pre[:]) != http2.ClientPreface {
+		return
+	}
+	c.mu.Lock()
+	c.fr.WriteSettings(
+		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: c.s.o.MaxConcurrentStreams},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: c.s.o.StreamWindow},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: c.s.o.MaxHeaderListSize},
+	)
+	c.openWindow()
+	c.bw.Flush()
+	c.idle = time.AfterFunc(c.s.o.IdleTimeout, c.idleClose)
+	c.mu.Unlock()
+
+	first := true
+	for {
+		f, err := c.fr.ReadFrame()
+		if first && err == nil {
+			first = false
+			if _, ok := f.(*http2.SettingsFrame); !ok {
+				err = http2.ConnectionError(http2.ErrCodeProtocol) // the preface ends with SETTINGS
+			}
+			c.nc.SetReadDeadline(time.Time{})
+		}
+		c.mu.Lock()
+		if err == nil {
+			err = c.handle(f)
+		}
+		stop := false
+		if err != nil {
+			stop = c.fail(err)
+		}
+		if c.br.Buffered() == 0 || stop {
+			c.flushAll()
+		}
+		c.mu.Unlock()
+		if stop {
+			return
+		}
+	}
+}
+
+// openWindow raises the connection window from the protocol's 64 KiB to ours.
+func (c *endpoint) openWindow() {
+	if c.window > 65535 {
+		c.fr.WriteWindowUpdate(0, uint32(c.window-65535))
+		c.recvWin = c.window
+	}
+	c.dirty = true
+}
+
+// fail handles a read or protocol error on the client side; it reports
+// whether the connection is over.
+func (c *conn) fail(err error) bool {
+	var se http2.StreamError
+	if errors.As(err, &se) {
+		c.streamError(se.StreamID, se.Code)
+		return false
+	}
+	var ce http2.ConnectionError
+	switch {
+	case errors.As(err, &ce):
+		c.fr.WriteGoAway(c.maxID, http2.ErrCode(ce), nil)
+	case errors.Is(err, http2.ErrFrameTooLarge):
+		c.fr.WriteGoAway(c.maxID, http2.ErrCodeFrameSize, nil)
+	}
+	c.dirty = true
+	return true
+}
+
+// streamError resets a client stream for a protocol error of the client's.
+func (c *conn) streamError(id uint32, code http2.ErrCode) {
+	c.fr.WriteRSTStream(id, code)
+	c.dirty = true
+	if st := c.streams[id]; st != nil {
+		st.ev.Reset, st.ev.ResetCode = ResetByClient, code
+		st.resetUpstream(http2.ErrCodeCancel)
+		st.kill()
+	}
+}
+
+func (c *conn) handle(f http2.Frame) error {
+	switch f := f.(type) {
+	case *http2.DataFrame:
+		return c.onData(f)
+	case *http2.MetaHeadersFrame:
+		return c.onHeaders(f)
+	case *http2.WindowUpdateFrame:
+		return c.onWindowUpdate(f)
+	case *http2.SettingsFrame:
+		return c.settings(f, func(delta int64) bool {
+			for _, st := range c.streams {
+				if !st.resp.adjust(delta) {
+					return false
+				}
+			}
+			return true
+		})
+	case *http2.PingFrame:
+		if !f.IsAck() {
+			c.fr.WritePing(true, f.Data)
+			c.dirty = true
+		}
+	case *http2.RSTStreamFrame:
+		return c.onReset(f)
+	case *http2.PriorityFrame:
+		if f.StreamDep == f.StreamID {
+			return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeProtocol}
+		}
+	case *http2.PushPromiseFrame:
+		return http2.ConnectionError(http2.ErrCodeProtocol) // clients do not push
+	}
+	return nil // GOAWAY from a client needs nothing: it opens no more streams
+}
+
+func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
+	id := f.StreamID
+	if id%2 == 0 {
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	if f.HasPriority() && f.Priority.StreamDep == id {
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+	}
+	if st := c.streams[id]; st != nil {
+		return c.onRequestTrailers(st, f)
+	}
+	if id <= c.maxID {
+		return http2.ConnectionError(http2.ErrCodeProtocol) // a closed stream, or one below a newer
+	}
+	c.maxID = id
+	if c.goAway {
+		c.fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
+		c.dirty = true
+		return nil
+	}
+	if f.Truncated {
+		c.fr.WriteRSTStream(id, http2.ErrCodeRefusedStream) // header list over our limit
+		c.dirty = true
+		return nil
+	}
+	info, err := checkRequest(f.Fields)
+	if err != nil {
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol, Cause: err}
+	}
+	if uint32(len(c.streams)) >= c.s.o.MaxConcurrentStreams {
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
+	}
+	end := f.StreamEnded()
+	if end && info.contentLength > 0 {
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol, Cause: errContentLength}
+	}
+
+	st := &stream{c: c, start: time.Now(), grpc: info.grpc, contentLength: info.contentLength}
+	win := int64(c.s.o.StreamWindow)
+	st.req = half{src: &c.endpoint, srcID: id, stream: st, recvWin: win, window: win}
+	st.resp = half{dst: &c.endpoint, dstID: id, stream: st, sendWin: int64(c.peerWindow)}
+	var out []hpack.HeaderField
+	st.w, out = c.s.o.Observer.Open(st.start, f.Fields)
+	c.streams[id] = st
+	c.idle.Stop()
+
+	up, err := c.upstream()
+	if err != nil {
+		c.unavailable(st, err)
+		return nil
+	}
+	if up.maxStreams > 0 && uint32(len(up.streams)) >= up.maxStreams {
+		// The upstream would refuse it; so do we, and the client may retry.
+		st.ev.Unavailable = errUpstreamBusy
+		st.ev.Reset, st.ev.ResetCode = ResetByUpstream, http2.ErrCodeRefusedStream
+		c.fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
+		c.dirty = true
+		st.kill()
+		return nil
+	}
+	uid := up.nextID
+	up.nextID += 2
+	up.streams[uid] = st
+	st.up = up
+	st.req.dst, st.req.dstID, st.req.sendWin = &up.endpoint, uid, int64(up.peerWindow)
+	st.resp.src, st.resp.srcID, st.resp.recvWin, st.resp.window = &up.endpoint, uid, win, win
+	up.headers(uid, out, end)
+	st.ev.UpstreamStart = st.since()
+	if end {
+		st.req.ended = true
+		st.ev.RequestEnd = st.ev.UpstreamStart
+		st.req.closeAt()
+	}
+	return nil
+}
+
+var (
+	errUpstreamBusy = errors.New("upstream at its concurrent stream limit")
+	errUpstreamGone = errors.New("upstream went away before the stream")
+)
+
+func (c *conn) onRequestTrailers(st *stream, f *http2.MetaHeadersFrame) error {
+	id := f.StreamID
+	if st.req.ended {
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
+	}
+	if !f.StreamEnded() {
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+	}
+	if err := checkTrailers(f.Fields); err != nil {
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol, Cause: err}
+	}
+	if st.contentLength >= 0 && st.ev.RequestBytes != st.contentLength {
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol, Cause: errContentLength}
+	}
+	st.req.ended = true
+	st.ev.RequestEnd = st.since()
+	if st.refused {
+		st.req.closed = true
+		c.reap(st)
+		return nil
+	}
+	st.req.trailers(f.Fields)
+	return nil
+}
+
+func (c *conn) onData(f *http2.DataFrame) error {
+	id := f.StreamID
+	n := int64(f.Length)
+	if n > c.recvWin {
+		return http2.ConnectionError(http2.ErrCodeFlowControl)
+	}
+	c.recvWin -= n
+	st := c.streams[id]
+	if st == nil || st.req.ended {
+		c.credit(n)
+		if st == nil && id > c.maxID {
+			return http2.ConnectionError(http2.ErrCodeProtocol) // DATA on an idle stream
+		}
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
+	}
+	h := &st.req
+	if n > h.recvWin {
+		c.credit(n)
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeFlowControl}
+	}
+	h.recvWin -= n
+	p := f.Data()
+	h.giveBack(n - int64(len(p))) // padding is not forwarded
+	st.ev.RequestBytes += int64(len(p))
+	end := f.StreamEnded()
+	if cl := st.contentLength; cl >= 0 && (st.ev.RequestBytes > cl || (end && st.ev.RequestBytes != cl)) {
+		c.credit(int64(len(p)))
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol, Cause: errContentLength}
+	}
+	if end {
+		h.ended = true
+		st.ev.RequestEnd = st.since()
+	}
+	if st.refused {
+		c.credit(int64(len(p)))
+		if end {
+			h.closed = true
+			c.reap(st)
+		}
+		return nil
+	}
+	if err := st.w.RequestData(p); err != nil {
+		c.credit(int64(len(p)))
+		c.refuse(st, err)
+		return nil
+	}
+	h.forward(p, end)
+	return nil
+}
+
+func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
+	inc := int64(f.Increment)
+	if f.StreamID == 0 {
+		c.sendWin += inc
+		if c.sendWin > maxWindow {
+			return http2.ConnectionError(http2.ErrCodeFlowControl)
+		}
+		c.unblock()
+		return nil
+	}
+	st := c.streams[f.StreamID]
+	if st == nil {
+		if f.StreamID > c.maxID {
+			return http2.ConnectionError(http2.ErrCodeProtocol)
+		}
+		return nil // a stream that just closed
+	}
+	if !st.resp.adjust(inc) {
+		return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeFlowControl}
+	}
+	return nil
+}
+
+const maxWindow = 1<<31 - 1
+
+// adjust changes the window dst grants this half by delta and sends what
+// it now can; it reports false when the window overflows.
+func (h *half) adjust(delta int64) bool {
+	h.sendWin += delta
+	if h.sendWin > maxWindow {
+		return false
+	}
+	if delta > 0 {
+		h.drain()
+	}
+	return true
+}
+
+func (c *conn) onReset(f *http2.RSTStreamFrame) error {
+	st := c.streams[f.StreamID]
+	if st == nil {
+		if f.StreamID > c.maxID {
+			return http2.ConnectionError(http2.ErrCodeProtocol) // RST_STREAM on an idle stream
+		}
+		return nil
+	}
+	st.ev.Reset, st.ev.ResetCode = ResetByClient, f.ErrCode
+	st.resetUpstream(f.ErrCode)
+	st.kill()
+	return nil
+}
+
+// settings applies a peer's SETTINGS; adjust moves the stream windows the
+// peer grants by the change of its initial window size.
+func (e *endpoint) settings(f *http2.SettingsFrame, adjust func(delta int64) bool) error {
+	if f.IsAck() {
+		return nil
+	}
+	var delta int64
+	err := f.ForeachSetting(func(s http2.Setting) error {
+		if err := s.Valid(); err != nil {
+			return err
+		}
+		switch s.ID {
+		case http2.SettingInitialWindowSize:
+			delta += int64(s.Val) - int64(e.peerWindow)
+			e.peerWindow = int32(s.Val)
+		case http2.SettingMaxFrameSize:
+			e.peerMaxFrame = s.Val
+		case http2.SettingHeaderTableSize:
+			e.enc.enc.SetMaxDynamicTableSizeLimit(s.Val)
+		case http2.SettingMaxConcurrentStreams:
+			e.maxStreams = s.Val
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	e.fr.WriteSettingsAck()
+	e.dirty = true
+	if delta != 0 && !adjust(delta) {
+		return http2.ConnectionError(http2.ErrCodeFlowControl)
+	}
+	return nil
+}
+
+// refuse answers a stream whose request the Watcher refused.
+func (c *conn) refuse(st *stream, err error) {
+	st.ev.Refused = err
+	st.resetUpstream(http2.ErrCodeCancel)
+	c.answer(st, grpcResourceExhausted, 413, "inferwatch: "+err.Error())
+}
+
+// unavailable answers a stream the upstream could not take or lost.
+func (c *conn) unavailable(st *stream, err error) {
+	st.ev.Unavailable = err
+	c.answer(st, grpcUnavailable, 502, "inferwatch: upstream unavailable: "+err.Error())
+}
+
+// answer ends a stream's response with the sidecar's own status: a gRPC
+// status (trailers-only before the response began, trailers after) or an
+// HTTP status; an HTTP response already under way can only be reset. A
+// client still sending is reset with NO_ERROR once the answer is out.
+func (c *conn) answer(st *stream, grpcCode, httpStatus int, msg string) {
+	st.refused = true
+	st.req.drop()
+	if st.resp.ended || st.resp.closed {
+		return // the upstream's whole response is here already
+	}
+	st.resetClient = !st.req.ended
+	st.resp.ended = true
+	switch {
+	case !st.headersSent && st.grpc:
+		st.headersSent, st.ev.Status = true, 200
+		st.resp.trailers(grpcStatusFields(true, grpcCode, msg))
+	case !st.headersSent:
+		st.headersSent, st.ev.Status = true, httpStatus
+		st.resp.trailers(httpStatusFields(httpStatus))
+	case st.grpc:
+		st.resp.trailers(grpcStatusFields(false, grpcCode, msg))
+	default:
+		c.fr.WriteRSTStream(st.resp.dstID, http2.ErrCodeInternal)
+		c.dirty = true
+		st.kill()
+	}
+}
+
+// reap forgets a stream once both directions are closed.
+func (c *conn) reap(st *stream) {
+	if !st.req.closed || !st.resp.closed {
+		return
+	}
+	st.finish()
+	if c.streams[st.req.srcID] == st {
+		delete(c.streams, st.req.srcID)
+	}
+	if u := st.up; u != nil {
+		delete(u.streams, st.req.dstID)
+		u.retireIfDone()
+	}
+	if len(c.streams) == 0 {
+		if c.goAway {
+			c.flushAll()
+			c.nc.Close() // drained
+		} else if c.idle != nil {
+			c.idle.Reset(c.s.o.IdleTimeout)
+		}
+	}
+}
+
+// idleClose ends a connection that carried no stream for IdleTimeout.
+func (c *conn) idleClose() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.streams) > 0 || c.closed {
+		return
+	}
+	c.sendGoAway()
+	c.flushAll()
+	c.nc.Close()
+}
+
+// sendGoAway tells the client no stream after the last it opened will be
+// served; the open ones finish.
+func (c *conn) sendGoAway() {
+	if c.goAway {
+		return
+	}
+	c.goAway = true
+	c.fr.WriteGoAway(c.maxID, http2.ErrCodeNo, nil)
+	c.dirty = true
+}
+
+// flushAll flushes every write buffer of the pair that holds frames.
+func (c *conn) flushAll() {
+	if c.dirty {
+		c.dirty = false
+		if err := c.bw.Flush(); err != nil {
+			c.nc.Close()
+		}
+	}
+	for _, u := range c.ups {
+		if u.dirty {
+			u.dirty = false
+			if err := u.bw.Flush(); err != nil {
+				u.nc.Close()
+			}
+		}
+	}
+}
+
+// teardown ends the pair when the client connection is gone: every open
+// stream is reset upstream and told to its Watcher.
+func (c *conn) teardown() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if c.idle != nil {
+		c.idle.Stop()
+	}
+	for _, st := range c.streams {
+		if !st.done {
+			st.ev.Reset, st.ev.ResetCode = ResetByClient, http2.ErrCodeCancel
+		}
+		st.resetUpstream(http2.ErrCodeCancel)
+		st.kill()
+	}
+	c.flushAll()
+	for _, u := range c.ups {
+		u.dead = true
+		u.nc.Close()
+	}
+	c.ups = nil
+	c.nc.Close()
+}
+
+// resetUpstream resets the upstream side of a stream that is still open there.
+func (st *stream) resetUpstream(code http2.ErrCode) {
+	u := st.up
+	if u == nil || u.dead || (st.req.closed && st.resp.ended) {
+		return
+	}
+	u.fr.WriteRSTStream(st.req.dstID, code)
+	u.dirty = true
+}
+
+// kill ends a reset stream: held frames dropped, Watcher told, forgotten.
+func (st *stream) kill() {
+	st.req.drop()
+	st.resp.drop()
+	st.c.reap(st)
+}

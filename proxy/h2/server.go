@@ -1,0 +1,137 @@
+package h2
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Dial opens a connection to the upstream, TLS (ALPN h2) included when
+	// the upstream speaks it. Required.
+	Dial func(ctx context.Context) (net.Conn, error)
+	// Observer is told of every stream. Required.
+	Observer Observer
+	Logger   *slog.Logger
+	// ConnRTT, if set, returns a reader of a client connection's RTT; it is
+	// called once per connection and the reader once per finished stream.
+	ConnRTT func(net.Conn) func() time.Duration
+
+	StreamWindow         uint32        // per-stream window advertised both ways; default 1 MiB
+	ConnWindow           uint32        // per-connection window advertised both ways; default 4 MiB
+	MaxConcurrentStreams uint32        // per client connection; default 1000
+	MaxHeaderListSize    uint32        // default 1 MiB
+	IdleTimeout          time.Duration // a connection without streams closes after; default 2m
+	PrefaceTimeout       time.Duration // for the client's preface; default 10s
+	DialTimeout          time.Duration // default 1s: an absent upstream must fail fast
+}
+
+// Server forwards client HTTP/2 connections to the upstream.
+type Server struct {
+	o Options
+
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+	draining bool
+	wg       sync.WaitGroup
+}
+
+// NewServer returns a Server; o.Dial and o.Observer are required.
+func NewServer(o Options) (*Server, error) {
+	if o.Dial == nil || o.Observer == nil {
+		return nil, errors.New("h2: Options.Dial and Options.Observer are required")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	def := func(v *uint32, d uint32) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&o.StreamWindow, 1<<20)
+	def(&o.ConnWindow, 4<<20)
+	def(&o.MaxConcurrentStreams, 1000)
+	def(&o.MaxHeaderListSize, 1<<20)
+	if o.StreamWindow < 65535 || o.StreamWindow > maxWindow || o.ConnWindow < 65535 || o.ConnWindow > maxWindow {
+		return nil, errors.New("h2: windows must be between 65535 and 2^31-1 bytes")
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 2 * time.Minute
+	}
+	if o.PrefaceTimeout <= 0 {
+		o.PrefaceTimeout = 10 * time.Second
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = time.Second
+	}
+	return &Server{o: o, conns: make(map[*conn]struct{})}, nil
+}
+
+// ServeConn forwards one client connection whose first bytes are the
+// HTTP/2 client preface (h2c prior knowledge, or TLS with ALPN h2); it
+// returns when the connection is over.
+func (s *Server) ServeConn(nc net.Conn) {
+	c := newConn(s, nc)
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		s.wg.Done()
+	}()
+	c.serve()
+}
+
+// Shutdown sends GOAWAY on every connection and waits until their open
+// streams finished, or ctx ends; then it closes what is left.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining = true
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.mu.Lock()
+		c.sendGoAway()
+		c.flushAll()
+		if len(c.streams) == 0 {
+			c.nc.Close()
+		}
+		c.mu.Unlock()
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.Close()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// Close closes every connection now.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.draining = true
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+}

@@ -1,0 +1,319 @@
+package h2
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	"golang.org/x/net/http2"
+)
+
+// upConn is one upstream HTTP/2 connection of a pair. The pair's lock
+// (conn.mu) guards it; its reader goroutine takes that lock per frame.
+type upConn struct {
+	c  *conn
+	nc net.Conn
+	br *bufio.Reader
+	bw *bufio.Writer
+	endpoint
+
+	streams map[uint32]*stream // by upstream stream ID
+	nextID  uint32
+	goAway  bool // the upstream sent GOAWAY: no new streams on it
+	dead    bool
+}
+
+// maxStreamID is where a connection stops taking streams, well before the
+// 31-bit ID space runs out.
+const maxStreamID = 1<<31 - 1<<16
+
+// upstream returns the connection new streams go to, dialing one when there
+// is none that takes streams. It runs with c.mu held: a dial holds up the
+// pair for as long as it takes (DialTimeout at worst).
+func (c *conn) upstream() (*upConn, error) {
+	if n := len(c.ups); n > 0 {
+		if u := c.ups[n-1]; !u.dead && !u.goAway && u.nextID < maxStreamID {
+			return u, nil
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.s.o.DialTimeout)
+	defer cancel()
+	nc, err := c.s.o.Dial(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("dial: %w", err)
+	}
+	u := &upConn{c: c, nc: nc, streams: make(map[uint32]*stream), nextID: 1}
+	u.br = bufio.NewReaderSize(nc, bufSize)
+	u.bw = bufio.NewWriterSize(nc, bufSize)
+	u.fr = newFramer(u.bw, u.br, c.s.o.MaxHeaderListSize)
+	u.enc = newEncoder()
+	u.wbuf = u.bw
+	u.init(int64(c.s.o.ConnWindow))
+	u.bw.WriteString(http2.ClientPreface)
+	u.fr.WriteSettings(
+		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: c.s.o.StreamWindow},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: c.s.o.MaxHeaderListSize},
+	)
+	u.openWindow()
+	c.ups = append(c.ups, u)
+	go u.read()
+	return u, nil
+}
+
+// read runs the upstream connection's reader until it ends.
+func (u *upConn) read() {
+	c := u.c
+	for {
+		f, err := u.fr.ReadFrame()
+		c.mu.Lock()
+		if u.dead {
+			c.mu.Unlock()
+			return
+		}
+		if err == nil {
+			err = u.handle(f)
+		}
+		if err != nil {
+			var se http2.StreamError
+			if errors.As(err, &se) {
+				u.streamError(se.StreamID, se.Code)
+				err = nil
+			} else {
+				var ce http2.ConnectionError
+				if errors.As(err, &ce) {
+					u.fr.WriteGoAway(0, http2.ErrCode(ce), nil)
+					u.dirty = true
+				}
+			}
+		}
+		if err != nil {
+			c.flushAll()
+			c.lost(u, err)
+			c.flushAll()
+			c.mu.Unlock()
+			return
+		}
+		if u.br.Buffered() == 0 {
+			c.flushAll()
+		}
+		c.mu.Unlock()
+	}
+}
+
+func (u *upConn) handle(f http2.Frame) error {
+	switch f := f.(type) {
+	case *http2.DataFrame:
+		return u.onData(f)
+	case *http2.MetaHeadersFrame:
+		return u.onHeaders(f)
+	case *http2.WindowUpdateFrame:
+		inc := int64(f.Increment)
+		if f.StreamID == 0 {
+			u.sendWin += inc
+			if u.sendWin > maxWindow {
+				return http2.ConnectionError(http2.ErrCodeFlowControl)
+			}
+			u.unblock()
+			return nil
+		}
+		if st := u.streams[f.StreamID]; st != nil && !st.req.adjust(inc) {
+			return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeFlowControl}
+		}
+	case *http2.SettingsFrame:
+		return u.settings(f, func(delta int64) bool {
+			for _, st := range u.streams {
+				if !st.req.adjust(delta) {
+					return false
+				}
+			}
+			return true
+		})
+	case *http2.PingFrame:
+		if !f.IsAck() {
+			u.fr.WritePing(true, f.Data)
+			u.dirty = true
+		}
+	case *http2.RSTStreamFrame:
+		u.onReset(f)
+	case *http2.GoAwayFrame:
+		u.onGoAway(f)
+	case *http2.PushPromiseFrame:
+		return http2.ConnectionError(http2.ErrCodeProtocol) // we disabled push
+	}
+	return nil
+}
+
+func (u *upConn) onHeaders(f *http2.MetaHeadersFrame) error {
+	st := u.streams[f.StreamID]
+	if st == nil {
+		return nil // reset by us meanwhile
+	}
+	if st.resp.ended {
+		return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeStreamClosed}
+	}
+	if !st.headersSent {
+		status := responseStatus(f.Fields)
+		if status == 0 || (status < 200 && f.StreamEnded()) {
+			return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeProtocol, Cause: errors.New("response without a valid :status")}
+		}
+		if status < 200 {
+			u.c.headers(st.resp.dstID, f.Fields, false) // 1xx: more headers follow
+			return nil
+		}
+		st.headersSent = true
+		st.ev.FirstByte, st.ev.Status = st.since(), status
+		st.w.ResponseHeaders(f.Fields, false)
+		if f.StreamEnded() {
+			st.resp.ended = true
+			st.ev.ResponseEnd = st.ev.FirstByte
+			st.resp.trailers(f.Fields) // trailers-only
+			return nil
+		}
+		u.c.headers(st.resp.dstID, f.Fields, false)
+		return nil
+	}
+	if !f.StreamEnded() {
+		return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeProtocol, Cause: errors.New("trailers without END_STREAM")}
+	}
+	st.w.ResponseHeaders(f.Fields, true)
+	st.resp.ended = true
+	st.ev.ResponseEnd = st.since()
+	st.resp.trailers(f.Fields)
+	return nil
+}
+
+func (u *upConn) onData(f *http2.DataFrame) error {
+	id := f.StreamID
+	n := int64(f.Length)
+	if n > u.recvWin {
+		return http2.ConnectionError(http2.ErrCodeFlowControl)
+	}
+	u.recvWin -= n
+	st := u.streams[id]
+	if st == nil || st.resp.ended {
+		u.credit(n)
+		if st == nil && id >= u.nextID {
+			return http2.ConnectionError(http2.ErrCodeProtocol)
+		}
+		if st == nil {
+			return nil // reset by us meanwhile
+		}
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
+	}
+	h := &st.resp
+	if n > h.recvWin || !st.headersSent {
+		u.credit(n)
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeFlowControl}
+	}
+	h.recvWin -= n
+	p := f.Data()
+	h.giveBack(n - int64(len(p)))
+	st.ev.ResponseBytes += int64(len(p))
+	st.w.ResponseData(p)
+	end := f.StreamEnded()
+	if end {
+		h.ended = true
+		st.ev.ResponseEnd = st.since()
+	}
+	h.forward(p, end)
+	return nil
+}
+
+func (u *upConn) onReset(f *http2.RSTStreamFrame) {
+	st := u.streams[f.StreamID]
+	if st == nil {
+		return
+	}
+	if f.ErrCode == http2.ErrCodeNo && st.resp.ended {
+		// The response is complete and the upstream wants no more request:
+		// the client hears the same once the response is out.
+		st.req.drop()
+		if !st.req.ended {
+			st.resetClient = true
+			if st.resp.closed {
+				u.c.fr.WriteRSTStream(st.resp.dstID, http2.ErrCodeNo)
+				u.c.dirty = true
+			}
+		}
+		u.c.reap(st)
+		return
+	}
+	st.ev.Reset, st.ev.ResetCode = ResetByUpstream, f.ErrCode
+	u.c.fr.WriteRSTStream(st.resp.dstID, f.ErrCode)
+	u.c.dirty = true
+	st.kill()
+}
+
+// onGoAway stops new streams on the connection; streams the upstream never
+// saw are refused to the client, which may retry them.
+func (u *upConn) onGoAway(f *http2.GoAwayFrame) {
+	u.goAway = true
+	for id, st := range u.streams {
+		if id > f.LastStreamID {
+			st.ev.Unavailable = errUpstreamGone
+			st.ev.Reset, st.ev.ResetCode = ResetByUpstream, http2.ErrCodeRefusedStream
+			u.c.fr.WriteRSTStream(st.resp.dstID, http2.ErrCodeRefusedStream)
+			u.c.dirty = true
+			st.kill()
+		}
+	}
+	u.retireIfDone()
+}
+
+// streamError resets an upstream stream the upstream broke the protocol on;
+// the client gets UNAVAILABLE (gRPC) or 502.
+func (u *upConn) streamError(id uint32, code http2.ErrCode) {
+	u.fr.WriteRSTStream(id, code)
+	u.dirty = true
+	if st := u.streams[id]; st != nil {
+		st.req.drop()
+		st.req.closed = true
+		u.c.unavailable(st, fmt.Errorf("upstream protocol error: %v", code))
+		u.c.reap(st)
+	}
+}
+
+// lost fails every stream of an upstream connection that broke.
+func (c *conn) lost(u *upConn, err error) {
+	u.dead = true
+	u.nc.Close()
+	for _, st := range u.streams {
+		st.req.drop()
+		if !st.resp.ended {
+			c.unavailable(st, fmt.Errorf("connection lost: %w", err))
+		} else if !st.req.ended {
+			st.resetClient = true
+			if st.resp.closed {
+				c.fr.WriteRSTStream(st.resp.dstID, http2.ErrCodeNo)
+				c.dirty = true
+			}
+		}
+		c.reap(st)
+	}
+	u.streams = map[uint32]*stream{}
+	c.dropUp(u)
+}
+
+// retireIfDone closes a connection that takes no new streams once its last
+// stream is gone.
+func (u *upConn) retireIfDone() {
+	if (u.goAway || u.nextID >= maxStreamID) && len(u.streams) == 0 && !u.dead {
+		u.dead = true
+		u.c.flushAll()
+		u.nc.Close()
+		u.c.dropUp(u)
+	}
+}
+
+func (c *conn) dropUp(u *upConn) {
+	for i, x := range c.ups {
+		if x == u {
+			c.ups = append(c.ups[:i], c.ups[i+1:]...)
+			return
+		}
+	}
+}
+

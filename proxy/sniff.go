@@ -1,0 +1,135 @@
+package proxy
+
+import (
+	"bufio"
+	"crypto/tls"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/inferwatch/inferwatch/proxy/h2"
+)
+
+// A listener with a frame plane hands each connection to the plane its
+// first bytes ask for: the HTTP/2 client preface (or ALPN h2 over TLS) goes
+// to the frame-level forwarder, anything else (HTTP/1.1) to net/http.
+
+// sniffTimeout bounds how long a connection may take to show its preface
+// or finish its TLS handshake.
+const sniffTimeout = 10 * time.Second
+
+type sniffListener struct {
+	net.Listener
+	tls    *tls.Config
+	frames *h2.Server
+
+	conns  chan net.Conn
+	failed chan struct{}
+	err    error
+	wg     sync.WaitGroup // connections being sniffed
+}
+
+func newSniffListener(nl net.Listener, tc *tls.Config, frames *h2.Server) *sniffListener {
+	l := &sniffListener{Listener: nl, tls: tc, frames: frames, conns: make(chan net.Conn), failed: make(chan struct{})}
+	go l.accept()
+	return l
+}
+
+func (l *sniffListener) accept() {
+	defer close(l.failed)
+	var backoff time.Duration
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			l.err = err
+			return
+		}
+		backoff = 0
+		go l.sniff(c)
+	}
+}
+
+// Accept returns the next connection for net/http.
+func (l *sniffListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.failed:
+		return nil, l.err
+	}
+}
+
+func (l *sniffListener) sniff(c net.Conn) {
+	c.SetDeadline(time.Now().Add(sniffTimeout))
+	if l.tls != nil {
+		tc := tls.Server(c, l.tls)
+		if err := tc.Handshake(); err != nil {
+			c.Close()
+			return
+		}
+		c.SetDeadline(time.Time{})
+		if tc.ConnectionState().NegotiatedProtocol == "h2" {
+			l.frames.ServeConn(tc)
+			return
+		}
+		l.deliver(tc)
+		return
+	}
+	br := bufio.NewReaderSize(c, 4096)
+	isH2, err := hasPreface(br)
+	if err != nil {
+		c.Close()
+		return
+	}
+	c.SetDeadline(time.Time{})
+	sc := &sniffedConn{Conn: c, r: br}
+	if isH2 {
+		l.frames.ServeConn(sc)
+		return
+	}
+	l.deliver(sc)
+}
+
+func (l *sniffListener) deliver(c net.Conn) {
+	select {
+	case l.conns <- c:
+	case <-l.failed:
+		c.Close()
+	}
+}
+
+const clientPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// hasPreface reads as little as it must to tell the HTTP/2 client preface
+// from anything else: the first byte that differs settles it.
+func hasPreface(br *bufio.Reader) (bool, error) {
+	n := 1
+	for {
+		b, err := br.Peek(n)
+		if err != nil {
+			return false, err
+		}
+		if string(b) != clientPreface[:len(b)] {
+			return false, nil
+		}
+		if len(b) == len(clientPreface) {
+			return true, nil
+		}
+		n = max(n+1, min(len(clientPreface), br.Buffered()))
+	}
+}
+
+// sniffedConn replays the bytes read while sniffing.
+type sniffedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *sniffedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
