@@ -316,4 +316,3 @@ func (c *conn) dropUp(u *upConn) {
 		}
 	}
 }
-
