@@ -2,9 +2,11 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -88,6 +90,12 @@ func (l *sniffListener) sniff(c net.Conn) {
 		c.Close()
 		return
 	}
+	if !isH2 && !http1RequestLine(br) {
+		// Neither HTTP/2 nor HTTP/1.x (an invalid preface, say): an HTTP/2
+		// endpoint must close the connection, not answer it in HTTP/1.1.
+		c.Close()
+		return
+	}
 	c.SetDeadline(time.Time{})
 	sc := &sniffedConn{Conn: c, r: br}
 	if isH2 {
@@ -123,6 +131,24 @@ func hasPreface(br *bufio.Reader) (bool, error) {
 			return true, nil
 		}
 		n = max(n+1, min(len(clientPreface), br.Buffered()))
+	}
+}
+
+// http1RequestLine reports whether the buffered connection starts with an
+// HTTP/1.x request line ("GET /x HTTP/1.1"), reading no further than it.
+func http1RequestLine(br *bufio.Reader) bool {
+	n := 1
+	for {
+		b, err := br.Peek(n)
+		if err != nil {
+			return false // closed early, or a line longer than the buffer
+		}
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line := strings.TrimSuffix(string(b[:i]), "\r")
+			sp := strings.LastIndexByte(line, ' ')
+			return sp > 0 && strings.Count(line, " ") == 2 && (line[sp+1:] == "HTTP/1.1" || line[sp+1:] == "HTTP/1.0")
+		}
+		n = max(len(b)+1, br.Buffered())
 	}
 }
 

@@ -2,6 +2,7 @@ package h2
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -47,6 +48,38 @@ func newConn(s *Server, nc net.Conn) *conn {
 	return c
 }
 
+// windowUpdate is a WINDOW_UPDATE frame, read without the Framer, which
+// would allocate one for each: they come with every few DATA frames.
+type windowUpdate struct {
+	StreamID, Increment uint32
+}
+
+// readFrame reads the next frame: a WINDOW_UPDATE as wu (f nil), any other
+// through the Framer.
+func readFrame(fr *http2.Framer, br *bufio.Reader) (f http2.Frame, wu windowUpdate, err error) {
+	fh, err := fr.ReadFrameHeader()
+	if err != nil {
+		return nil, wu, err
+	}
+	if fh.Type != http2.FrameWindowUpdate || fh.Length != 4 {
+		f, err = fr.ReadFrameForHeader(fh)
+		return f, wu, err
+	}
+	b, err := br.Peek(4)
+	if err != nil {
+		return nil, wu, err
+	}
+	wu = windowUpdate{StreamID: fh.StreamID, Increment: binary.BigEndian.Uint32(b) & 0x7fffffff}
+	br.Discard(4)
+	if wu.Increment == 0 {
+		if fh.StreamID == 0 {
+			return nil, wu, http2.ConnectionError(http2.ErrCodeProtocol)
+		}
+		return nil, wu, http2.StreamError{StreamID: fh.StreamID, Code: http2.ErrCodeProtocol}
+	}
+	return nil, wu, nil
+}
+
 // bufSize is each connection's read and write buffer: four full frames.
 const bufSize = 64 << 10
 
@@ -80,7 +113,7 @@ func (c *conn) serve() {
 
 	first := true
 	for {
-		f, err := c.fr.ReadFrame()
+		f, wu, err := readFrame(c.fr, c.br)
 		if first && err == nil {
 			first = false
 			if _, ok := f.(*http2.SettingsFrame); !ok {
@@ -89,7 +122,11 @@ func (c *conn) serve() {
 			c.nc.SetReadDeadline(time.Time{})
 		}
 		c.mu.Lock()
-		if err == nil {
+		switch {
+		case err != nil:
+		case f == nil:
+			err = c.onWindowUpdate(wu)
+		default:
 			err = c.handle(f)
 		}
 		stop := false
@@ -151,8 +188,6 @@ func (c *conn) handle(f http2.Frame) error {
 		return c.onData(f)
 	case *http2.MetaHeadersFrame:
 		return c.onHeaders(f)
-	case *http2.WindowUpdateFrame:
-		return c.onWindowUpdate(f)
 	case *http2.SettingsFrame:
 		return c.settings(f, func(delta int64) bool {
 			for _, st := range c.streams {
@@ -335,7 +370,7 @@ func (c *conn) onData(f *http2.DataFrame) error {
 	return nil
 }
 
-func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
+func (c *conn) onWindowUpdate(f windowUpdate) error {
 	inc := int64(f.Increment)
 	if f.StreamID == 0 {
 		c.sendWin += inc

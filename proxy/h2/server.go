@@ -126,6 +126,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
+// Conns returns the number of client connections being served.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
 // Close closes every connection now.
 func (s *Server) Close() {
 	s.mu.Lock()

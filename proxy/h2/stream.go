@@ -1,6 +1,7 @@
 package h2
 
 import (
+	"bufio"
 	"encoding/binary"
 	"sync"
 	"time"
@@ -25,13 +26,8 @@ type endpoint struct {
 	maxStreams   uint32 // the peer's SETTINGS_MAX_CONCURRENT_STREAMS, 0: unlimited
 	dirty        bool   // the write buffer holds unflushed frames
 	blocked      []*half
-	wbuf         writer
-}
-
-// writer is the buffered writer under an endpoint's Framer.
-type writer interface {
-	Write(p []byte) (int, error)
-	Flush() error
+	wbuf         *bufio.Writer // under fr
+	hdr          [9]byte       // a DATA frame header being written
 }
 
 func (e *endpoint) init(window int64) {
@@ -46,10 +42,11 @@ func (e *endpoint) init(window int64) {
 // to the writer's buffer with no copy in between (the Framer's own
 // WriteData would assemble the frame in a buffer of its own first).
 func (e *endpoint) writeData(id uint32, p []byte, end bool) {
-	var h [9]byte
+	h := &e.hdr
 	n := len(p)
 	h[0], h[1], h[2] = byte(n>>16), byte(n>>8), byte(n)
 	h[3] = byte(http2.FrameData)
+	h[4] = 0
 	if end {
 		h[4] = byte(http2.FlagDataEndStream)
 	}

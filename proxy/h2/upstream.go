@@ -67,13 +67,17 @@ func (c *conn) upstream() (*upConn, error) {
 func (u *upConn) read() {
 	c := u.c
 	for {
-		f, err := u.fr.ReadFrame()
+		f, wu, err := readFrame(u.fr, u.br)
 		c.mu.Lock()
 		if u.dead {
 			c.mu.Unlock()
 			return
 		}
-		if err == nil {
+		switch {
+		case err != nil:
+		case f == nil:
+			err = u.onWindowUpdate(wu)
+		default:
 			err = u.handle(f)
 		}
 		if err != nil {
@@ -109,19 +113,6 @@ func (u *upConn) handle(f http2.Frame) error {
 		return u.onData(f)
 	case *http2.MetaHeadersFrame:
 		return u.onHeaders(f)
-	case *http2.WindowUpdateFrame:
-		inc := int64(f.Increment)
-		if f.StreamID == 0 {
-			u.sendWin += inc
-			if u.sendWin > maxWindow {
-				return http2.ConnectionError(http2.ErrCodeFlowControl)
-			}
-			u.unblock()
-			return nil
-		}
-		if st := u.streams[f.StreamID]; st != nil && !st.req.adjust(inc) {
-			return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeFlowControl}
-		}
 	case *http2.SettingsFrame:
 		return u.settings(f, func(delta int64) bool {
 			for _, st := range u.streams {
@@ -142,6 +133,22 @@ func (u *upConn) handle(f http2.Frame) error {
 		u.onGoAway(f)
 	case *http2.PushPromiseFrame:
 		return http2.ConnectionError(http2.ErrCodeProtocol) // we disabled push
+	}
+	return nil
+}
+
+func (u *upConn) onWindowUpdate(f windowUpdate) error {
+	inc := int64(f.Increment)
+	if f.StreamID == 0 {
+		u.sendWin += inc
+		if u.sendWin > maxWindow {
+			return http2.ConnectionError(http2.ErrCodeFlowControl)
+		}
+		u.unblock()
+		return nil
+	}
+	if st := u.streams[f.StreamID]; st != nil && !st.req.adjust(inc) {
+		return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeFlowControl}
 	}
 	return nil
 }
