@@ -1,25 +1,27 @@
 #!/usr/bin/env bash
 # What the sidecar costs, measured: the same open-loop load (`inferwatch load`)
-# straight at the demo model server, through `inferwatch proxy` as shipped,
-# and through nginx (grpc_pass / proxy_pass) as the reference proxy, one
-# target after the other, all on 127.0.0.1. Prints a table of p50, p99,
-# throughput, the latency each proxy adds over direct, the ratios
-# inferwatch/nginx and the memory of both; writes the raw figures to
-# out/bench-<time>.json and the table to out/bench-<time>.txt.
+# straight at the demo model server, through `inferwatch proxy` on each data
+# plane (iw-stdlib: net/http; iw-frame: frame-level HTTP/2, --data-plane
+# frame), and through nginx (grpc_pass / proxy_pass) and HAProxy as the
+# reference proxies, one target after the other, all on 127.0.0.1. Prints a
+# table of p50, p99, throughput, the latency each proxy adds over direct, CPU
+# per call, the ratios to nginx and the memory of each; writes the raw
+# figures to out/bench-<time>.json and the table to out/bench-<time>.txt.
 #
-# Needs Go and nginx with the gRPC proxy module (Debian: `nginx`; the
-# transitional `nginx-light` pulls it in). About 4 minutes.
+# Needs Go, nginx with the gRPC proxy module (Debian: `nginx`) and HAProxy
+# (Debian: `haproxy`). About 7 minutes.
 #
 # Environment knobs (defaults in brackets):
-#   BENCH_PORT_BASE [47100]  ports BASE+1..BASE+29 on 127.0.0.1
+#   BENCH_PORT_BASE [47100]  ports BASE+1..BASE+39 on 127.0.0.1
 #   BENCH_DURATION  [10s]    each fixed-rate measurement
 #   BENCH_MAX_DURATION [5s]  each max-throughput measurement
 #   BENCH_WARMUP    [2s]     warm-up of each target before each measurement
 #   BENCH_SCENARIOS [all]    comma-separated scenario ids to run, e.g. grpc-small-1k
 #
 # Columns: CPU% is the proxy's own CPU during the measurement (100 = one
-# core; nginx: master + workers); other% is CPU used by processes that are not
-# part of the benchmark (other work on the machine), a disturbance indicator.
+# core; nginx: master + workers); CPUus/call is that CPU over the calls
+# carried; other% is CPU used by processes that are not part of the
+# benchmark (other work on the machine), a disturbance indicator.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,7 +33,9 @@ only=${BENCH_SCENARIOS:-}
 
 ms_grpc=127.0.0.1:$((base + 1)) ms_http=127.0.0.1:$((base + 2))
 iw_grpc=127.0.0.1:$((base + 11)) iw_http=127.0.0.1:$((base + 12)) iw_admin=127.0.0.1:$((base + 19))
+iwf_grpc=127.0.0.1:$((base + 13)) iwf_http=127.0.0.1:$((base + 14)) iwf_admin=127.0.0.1:$((base + 18))
 ng_grpc=127.0.0.1:$((base + 21)) ng_http=127.0.0.1:$((base + 22))
+ha_grpc=127.0.0.1:$((base + 31)) ha_http=127.0.0.1:$((base + 32))
 
 bin=bin/inferwatch
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/inferwatch-bench.XXXXXX")
@@ -48,11 +52,11 @@ cleanup() {
   local rc=$? name pid i
   trap - EXIT INT TERM
   if [ -n "$sampler" ]; then kill "$sampler" 2>/dev/null || true; fi
-  for name in nginx inferwatch modelserver; do
+  for name in haproxy nginx iwframe inferwatch modelserver; do
     pid=${pids[$name]:-}
     if [ -n "$pid" ]; then kill -TERM "$pid" 2>/dev/null || true; fi
   done
-  for name in nginx inferwatch modelserver; do
+  for name in haproxy nginx iwframe inferwatch modelserver; do
     pid=${pids[$name]:-}
     [ -n "$pid" ] || continue
     for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -141,7 +145,7 @@ own_ticks() {
   local self
   self=$(sed 's/.*) //' "/proc/$$/stat" | awk '{ print $12 + $13 + $14 + $15 }')
   # shellcheck disable=SC2046
-  echo $((self + $(cpu_ticks "${pids[modelserver]}" "${pids[inferwatch]}" "${pids[nginx]}" "${ng_workers[@]}")))
+  echo $((self + $(cpu_ticks "${pids[modelserver]}" "${pids[inferwatch]}" "${pids[iwframe]}" "${pids[nginx]}" "${ng_workers[@]}" "${pids[haproxy]}")))
 }
 
 children() { # PID: its direct children, from /proc
@@ -163,7 +167,8 @@ now_ns() { date +%s%N; }
 # --- build and start -------------------------------------------------------
 
 command -v nginx >/dev/null || die "nginx not found (Debian: apt-get install nginx)"
-for a in "$ms_grpc" "$ms_http" "$iw_grpc" "$iw_http" "$iw_admin" "$ng_grpc" "$ng_http"; do
+command -v haproxy >/dev/null || die "haproxy not found (Debian: apt-get install haproxy)"
+for a in "$ms_grpc" "$ms_http" "$iw_grpc" "$iw_http" "$iw_admin" "$iwf_grpc" "$iwf_http" "$iwf_admin" "$ng_grpc" "$ng_http" "$ha_grpc" "$ha_http"; do
   if (: <>"/dev/tcp/${a%:*}/${a##*:}") 2>/dev/null; then
     die "$a is already taken by another process (set BENCH_PORT_BASE to use other ports)"
   fi
@@ -175,12 +180,18 @@ start modelserver "$bin" modelserver --grpc-listen "$ms_grpc" --http-listen "$ms
 wait_port modelserver "$ms_grpc"
 wait_port modelserver "$ms_http"
 
-start inferwatch "$bin" proxy \
+start inferwatch "$bin" proxy --data-plane stdlib \
   --grpc-listen "$iw_grpc" --grpc-upstream "$ms_grpc" \
   --http-listen "$iw_http" --http-upstream "$ms_http" \
   --admin-listen "$iw_admin" --drain-timeout 2s
 wait_port inferwatch "$iw_grpc"
 wait_port inferwatch "$iw_http"
+start iwframe "$bin" proxy --data-plane frame \
+  --grpc-listen "$iwf_grpc" --grpc-upstream "$ms_grpc" \
+  --http-listen "$iwf_http" --http-upstream "$ms_http" \
+  --admin-listen "$iwf_admin" --drain-timeout 2s
+wait_port iwframe "$iwf_grpc"
+wait_port iwframe "$iwf_http"
 
 user_line=
 if [ "$(id -u)" = 0 ]; then user_line="user root;"; fi
@@ -239,6 +250,36 @@ for i in $(seq 50); do
   sleep 0.1
 done
 [ "${#ng_workers[@]}" -ge 1 ] || die "nginx started no worker processes"
+
+mkdir -p "$tmp/haproxy"
+cat >"$tmp/haproxy/haproxy.cfg" <<EOF
+# Reference proxy: plain forwarding, no logging, upstream keep-alive.
+global
+  nbthread 2
+  maxconn 8000
+  tune.h2.initial-window-size 1048576
+defaults
+  mode http
+  timeout connect 1s
+  timeout client 60s
+  timeout server 60s
+  http-reuse always
+frontend grpc
+  bind $ha_grpc proto h2
+  default_backend ms_grpc
+backend ms_grpc
+  server ms $ms_grpc proto h2
+frontend http
+  bind $ha_http
+  default_backend ms_http
+backend ms_http
+  server ms $ms_http
+EOF
+haproxy -c -q -f "$tmp/haproxy/haproxy.cfg" >"$tmp/haproxy-c.log" 2>&1 ||
+  { cat "$tmp/haproxy-c.log" >&2; die "haproxy rejects the generated config"; }
+start haproxy haproxy -db -f "$tmp/haproxy/haproxy.cfg"
+wait_port haproxy "$ha_grpc"
+wait_port haproxy "$ha_http"
 alive
 
 # --- machine ---------------------------------------------------------------
@@ -252,6 +293,7 @@ dirty=false
 if [ -n "$(git status --porcelain 2>/dev/null)" ]; then dirty=true; fi
 cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 nginx_version=$(nginx -v 2>&1 | sed 's/.*nginx\///')
+haproxy_version=$(haproxy -v | awk 'NR == 1 { print $3 }')
 go_version=$(go env GOVERSION)
 clk=$(getconf CLK_TCK)
 
@@ -260,7 +302,7 @@ clk=$(getconf CLK_TCK)
   echo "commit   $commit$([ "$dirty" = true ] && echo " (working tree has uncommitted changes)")"
   echo "machine  $(nproc) CPUs ($cpu), $(uname -sr), $(awk '$1 == "MemTotal:" { printf "%d MiB", $2 / 1024 }' /proc/meminfo)"
   echo "loadavg  $(cut -d' ' -f1-3 /proc/loadavg) at start"
-  echo "versions $go_version, nginx $nginx_version"
+  echo "versions $go_version, nginx $nginx_version, HAProxy $haproxy_version"
   echo "method   open-loop inferwatch load, one target at a time; $warm warm-up each;"
   echo "         fixed rate $dur, max throughput $maxdur at 20000/s offered, 64 in flight"
 } | tee "$report"
@@ -284,20 +326,25 @@ if [ -n "$only" ]; then
   [ "${#kept[@]}" -gt 0 ] || die "BENCH_SCENARIOS=$only names no scenario"
   scenarios=("${kept[@]}")
 fi
-targets=(direct inferwatch nginx)
+targets=(direct iw-stdlib iw-frame nginx haproxy)
+proxies=(iw-stdlib iw-frame nginx haproxy)
 
 addr_of() { # TARGET PROTOCOL
   case $1/$2 in
   direct/grpc) echo "$ms_grpc" ;; direct/http) echo "$ms_http" ;;
-  inferwatch/grpc) echo "$iw_grpc" ;; inferwatch/http) echo "$iw_http" ;;
+  iw-stdlib/grpc) echo "$iw_grpc" ;; iw-stdlib/http) echo "$iw_http" ;;
+  iw-frame/grpc) echo "$iwf_grpc" ;; iw-frame/http) echo "$iwf_http" ;;
   nginx/grpc) echo "$ng_grpc" ;; nginx/http) echo "$ng_http" ;;
+  haproxy/grpc) echo "$ha_grpc" ;; haproxy/http) echo "$ha_http" ;;
   esac
 }
 
 proxy_pids() { # TARGET: the processes whose CPU and memory are the proxy's
   case $1 in
-  inferwatch) echo "${pids[inferwatch]}" ;;
+  iw-stdlib) echo "${pids[inferwatch]}" ;;
+  iw-frame) echo "${pids[iwframe]}" ;;
   nginx) echo "${pids[nginx]} ${ng_workers[*]}" ;;
+  haproxy) echo "${pids[haproxy]}" ;;
   esac
 }
 
@@ -320,10 +367,11 @@ run_load() {
 }
 
 declare -A res=() cpu_pct=() other_pct=()
-iw_idle_rss=$(sum_status VmRSS "${pids[inferwatch]}")
-ng_idle_rss=$(sum_status VmRSS $(proxy_pids nginx))
-ng_idle_pss=$(sum_pss $(proxy_pids nginx))
-mem_iw_rss_max=0 mem_iw_rss_end=0 mem_iw_hwm_1k=0 mem_ng_rss_max=0 mem_ng_pss_max=0 mem_ng_rss_end=0
+declare -A idle_rss=() rss_max=() pss_max=() rss_end=() hwm_1k=() hwm_16m=() hwm_end=()
+for tg in "${proxies[@]}"; do
+  # shellcheck disable=SC2046
+  idle_rss[$tg]=$(sum_status VmRSS $(proxy_pids "$tg"))
+done
 runs_json=()
 
 for sc in "${scenarios[@]}"; do
@@ -363,16 +411,16 @@ for sc in "${scenarios[@]}"; do
     fi
     alive
     if [ -n "$sampled" ]; then
-      rss_max=$(awk 'BEGIN { m = 0 } $1 > m { m = $1 } END { print m }' "$tmp/rss-$tg")
-      pss_max=$(awk 'BEGIN { m = 0 } $2 > m { m = $2 } END { print m }' "$tmp/rss-$tg")
+      rss_max[$tg]=$(awk 'BEGIN { m = 0 } $1 > m { m = $1 } END { print m }' "$tmp/rss-$tg")
+      pss_max[$tg]=$(awk 'BEGIN { m = 0 } $2 > m { m = $2 } END { print m }' "$tmp/rss-$tg")
       # shellcheck disable=SC2086
-      rss_end=$(sum_status VmRSS $pp)
-      if [ "$tg" = inferwatch ]; then
-        mem_iw_rss_max=$rss_max mem_iw_rss_end=$rss_end
-        mem_iw_hwm_1k=$(sum_status VmHWM "${pids[inferwatch]}")
-      else
-        mem_ng_rss_max=$rss_max mem_ng_pss_max=$pss_max mem_ng_rss_end=$rss_end
-      fi
+      rss_end[$tg]=$(sum_status VmRSS $pp)
+      # shellcheck disable=SC2086
+      hwm_1k[$tg]=$(sum_status VmHWM $pp)
+    fi
+    if [ "$id" = grpc-16mib-5 ] && [ -n "$pp" ]; then
+      # shellcheck disable=SC2086
+      hwm_16m[$tg]=$(sum_status VmHWM $pp)
     fi
     res[$id/$tg]=$out
     cpu_pct[$id/$tg]=$pct
@@ -380,19 +428,30 @@ for sc in "${scenarios[@]}"; do
     runs_json+=("{\"scenario\":\"$id\",\"target\":\"$tg\",\"addr\":\"$addr\",\"protocol\":\"$proto\",\"model\":\"$model\",\"payload\":\"$payload\",\"json_body\":$([ "$json" = yes ] && echo true || echo false),\"qps\":$qps,\"duration\":\"$sdur\",\"max_inflight\":$inflight,\"loadavg_before\":$load_before,\"proxy_cpu_pct\":$pct,\"other_cpu_pct\":$other,\"load\":$out}")
   done
 done
-mem_iw_hwm_end=$(sum_status VmHWM "${pids[inferwatch]}")
-mem_ng_hwm_end=$(sum_status VmHWM $(proxy_pids nginx))
+for tg in "${proxies[@]}"; do
+  # shellcheck disable=SC2046
+  hwm_end[$tg]=$(sum_status VmHWM $(proxy_pids "$tg"))
+done
 
 # --- report ----------------------------------------------------------------
 
 mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
+mibo() { if [ -n "$1" ]; then mib "$1"; else echo -; fi; } # mib, or - when not measured
+# cpu_per_call CPU% LOADJSON: the proxy's CPU µs per call carried.
+cpu_per_call() {
+  if [ "$1" = null ]; then
+    echo -
+    return
+  fi
+  awk -v c="$1" -v t="$(jnum "$2" throughput)" 'BEGIN { if (t <= 0) print "-"; else printf "%.0f", c / 100 * 1e6 / t }'
+}
 # ratio A B: A/B, or n/a when either added nothing measurable (<= 0).
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a <= 0 || b <= 0) print "n/a"; else printf "%.2f", a / b }'; }
 
 {
   echo
-  printf '%-38s %-10s %8s %8s %9s %6s %6s %8s %8s %5s %6s\n' \
-    scenario target "p50 µs" "p99 µs" "calls/s" late failed "+p50 µs" "+p99 µs" "CPU%" "other%"
+  printf '%-38s %-10s %8s %8s %9s %6s %6s %8s %8s %5s %10s %6s\n' \
+    scenario target "p50 µs" "p99 µs" "calls/s" late failed "+p50 µs" "+p99 µs" "CPU%" "CPUus/call" "other%"
   for sc in "${scenarios[@]}"; do
     IFS='|' read -r id title _ <<<"$sc"
     d=${res[$id/direct]}
@@ -404,43 +463,50 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a <= 0 || b <= 0) print "n/a"; el
         add99=$(($(jnum "$r" p99_us) - $(jnum "$d" p99_us)))
       fi
       c=${cpu_pct[$id/$tg]}
-      printf '%-38s %-10s %8s %8s %9.0f %6s %6s %8s %8s %5s %6s\n' "$title" "$tg" \
+      printf '%-38s %-10s %8s %8s %9.0f %6s %6s %8s %8s %5s %10s %6s\n' "$title" "$tg" \
         "$(jnum "$r" p50_us)" "$(jnum "$r" p99_us)" "$(jnum "$r" throughput)" \
-        "$(jnum "$r" late)" "$(jnum "$r" failed)" "$add50" "$add99" "${c/null/-}" "${other_pct[$id/$tg]}"
+        "$(jnum "$r" late)" "$(jnum "$r" failed)" "$add50" "$add99" "${c/null/-}" "$(cpu_per_call "$c" "$r")" "${other_pct[$id/$tg]}"
     done
   done
   echo
-  echo "inferwatch / nginx: added latency over direct (< 1: inferwatch adds less), throughput (< 1: inferwatch"
-  echo "carries less); n/a where one of them added nothing measurable"
-  printf '%-38s %10s %10s %11s\n' scenario "added p50" "added p99" throughput
+  echo "each proxy / nginx: added latency over direct (< 1: adds less than nginx), throughput (> 1: carries more),"
+  echo "CPU per call (< 1: cheaper); n/a where one of them added nothing measurable"
+  printf '%-38s %-10s %10s %10s %11s %9s\n' scenario target "added p50" "added p99" throughput "CPU/call"
   for sc in "${scenarios[@]}"; do
     IFS='|' read -r id title _ <<<"$sc"
-    d=${res[$id/direct]} i=${res[$id/inferwatch]} n=${res[$id/nginx]}
-    printf '%-38s %10s %10s %11s\n' "$title" \
-      "$(ratio $(($(jnum "$i" p50_us) - $(jnum "$d" p50_us))) $(($(jnum "$n" p50_us) - $(jnum "$d" p50_us))))" \
-      "$(ratio $(($(jnum "$i" p99_us) - $(jnum "$d" p99_us))) $(($(jnum "$n" p99_us) - $(jnum "$d" p99_us))))" \
-      "$(ratio "$(jnum "$i" throughput)" "$(jnum "$n" throughput)")"
+    d=${res[$id/direct]} n=${res[$id/nginx]}
+    for tg in iw-stdlib iw-frame haproxy; do
+      i=${res[$id/$tg]}
+      printf '%-38s %-10s %10s %10s %11s %9s\n' "$title" "$tg" \
+        "$(ratio $(($(jnum "$i" p50_us) - $(jnum "$d" p50_us))) $(($(jnum "$n" p50_us) - $(jnum "$d" p50_us))))" \
+        "$(ratio $(($(jnum "$i" p99_us) - $(jnum "$d" p99_us))) $(($(jnum "$n" p99_us) - $(jnum "$d" p99_us))))" \
+        "$(ratio "$(jnum "$i" throughput)" "$(jnum "$n" throughput)")" \
+        "$(ratio "$(cpu_per_call "${cpu_pct[$id/$tg]}" "$i" | tr -d -)" "$(cpu_per_call "${cpu_pct[$id/nginx]}" "$n" | tr -d -)")"
+    done
   done
   echo
-  echo "memory (MiB; nginx = master + ${#ng_workers[@]} workers summed; PSS splits shared pages)"
-  if [ -n "${res[grpc-small-1k/inferwatch]+x}" ]; then
-    echo "  inferwatch RSS idle $(mib "$iw_idle_rss"), during gRPC 1k/s max $(mib "$mem_iw_rss_max"), after $(mib "$mem_iw_rss_end");" \
-      "VmHWM after gRPC 1k/s $(mib "$mem_iw_hwm_1k"), at the end of all scenarios $(mib "$mem_iw_hwm_end")"
-    echo "  nginx RSS idle $(mib "$ng_idle_rss") (PSS $(mib "$ng_idle_pss")), during gRPC 1k/s max $(mib "$mem_ng_rss_max")" \
-      "(PSS $(mib "$mem_ng_pss_max")), after $(mib "$mem_ng_rss_end"); VmHWM at the end $(mib "$mem_ng_hwm_end")"
-    echo "  RSS ratio inferwatch/nginx during gRPC 1k/s: $(ratio "$mem_iw_rss_max" "$mem_ng_rss_max") (vs nginx PSS: $(ratio "$mem_iw_rss_max" "$mem_ng_pss_max"))"
-  else
-    echo "  VmHWM at the end: inferwatch $(mib "$mem_iw_hwm_end"), nginx $(mib "$mem_ng_hwm_end") (RSS is sampled in grpc-small-1k only)"
-  fi
+  echo "memory (MiB; nginx = master + ${#ng_workers[@]} workers summed, its PSS in brackets; - where not measured)"
+  printf '  %-10s %9s %18s %10s %15s %16s %10s\n' target "RSS idle" "RSS max 1k/s" "RSS after" "VmHWM after 1k" "VmHWM after 16M" "VmHWM end"
+  for tg in "${proxies[@]}"; do
+    rm_=$(mibo "${rss_max[$tg]:-}")
+    if [ "$tg" = nginx ] && [ -n "${pss_max[$tg]:-}" ]; then rm_="$rm_ ($(mib "${pss_max[$tg]}"))"; fi
+    printf '  %-10s %9s %18s %10s %15s %16s %10s\n' "$tg" "$(mib "${idle_rss[$tg]}")" "$rm_" \
+      "$(mibo "${rss_end[$tg]:-}")" "$(mibo "${hwm_1k[$tg]:-}")" "$(mibo "${hwm_16m[$tg]:-}")" "$(mib "${hwm_end[$tg]}")"
+  done
   echo "loadavg  $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 } | tee -a "$report"
 
 {
   echo "{"
   echo "\"date\":\"$stamp\",\"commit\":\"$commit\",\"dirty\":$dirty,"
-  echo "\"machine\":{\"nproc\":$(nproc),\"cpu\":\"${cpu//\"/}\",\"kernel\":\"$(uname -sr)\",\"go\":\"$go_version\",\"nginx\":\"$nginx_version\"},"
-  echo "\"memory_kib\":{\"inferwatch_rss_idle\":$iw_idle_rss,\"inferwatch_rss_max_grpc_1k\":$mem_iw_rss_max,\"inferwatch_rss_after_grpc_1k\":$mem_iw_rss_end,\"inferwatch_hwm_after_grpc_1k\":$mem_iw_hwm_1k,\"inferwatch_hwm_end\":$mem_iw_hwm_end,"
-  echo "  \"nginx_rss_idle\":$ng_idle_rss,\"nginx_pss_idle\":$ng_idle_pss,\"nginx_rss_max_grpc_1k\":$mem_ng_rss_max,\"nginx_pss_max_grpc_1k\":$mem_ng_pss_max,\"nginx_rss_after_grpc_1k\":$mem_ng_rss_end,\"nginx_hwm_end\":$mem_ng_hwm_end,\"nginx_processes\":$((1 + ${#ng_workers[@]}))},"
+  echo "\"machine\":{\"nproc\":$(nproc),\"cpu\":\"${cpu//\"/}\",\"kernel\":\"$(uname -sr)\",\"go\":\"$go_version\",\"nginx\":\"$nginx_version\",\"haproxy\":\"$haproxy_version\"},"
+  echo "\"memory_kib\":{"
+  for tg in "${proxies[@]}"; do
+    sep=,
+    if [ "$tg" = "${proxies[-1]}" ]; then sep=; fi
+    echo "  \"$tg\":{\"rss_idle\":${idle_rss[$tg]},\"rss_max_grpc_1k\":${rss_max[$tg]:-null},\"pss_max_grpc_1k\":${pss_max[$tg]:-null},\"rss_after_grpc_1k\":${rss_end[$tg]:-null},\"hwm_after_grpc_1k\":${hwm_1k[$tg]:-null},\"hwm_after_grpc_16mib\":${hwm_16m[$tg]:-null},\"hwm_end\":${hwm_end[$tg]}}$sep"
+  done
+  echo "},"
   echo "\"runs\":["
   for i in "${!runs_json[@]}"; do
     sep=,
