@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/textproto"
 	"slices"
@@ -219,4 +221,18 @@ func resetGRPCCode(code http2.ErrCode) int {
 		return 7 // PERMISSION_DENIED
 	}
 	return grpcInternal
+}
+
+// NewFramePlane returns the frame-level data plane (package h2) for h's
+// route: HTTP/2 connections forwarded frame by frame to upstream, dialed
+// through tr (TLS and RTT included), measured by h. Set it as the route's
+// Listener.Frames.
+func NewFramePlane(h *Handler, tr *Transport, upstream string, dialTimeout time.Duration) (*h2.Server, error) {
+	return h2.NewServer(h2.Options{
+		Dial:        func(ctx context.Context) (net.Conn, error) { return tr.DialH2(ctx, upstream) },
+		Observer:    h,
+		Logger:      h.o.Logger,
+		ConnRTT:     ConnRTT,
+		DialTimeout: dialTimeout,
+	})
 }

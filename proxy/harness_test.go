@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inferwatch/inferwatch/proxy/h2"
 	"github.com/inferwatch/inferwatch/record"
 )
 
@@ -50,12 +49,7 @@ func newHarness(t *testing.T, upstream string, grpc bool, tweak ...func(*Options
 	h.handler = NewHandler(o)
 	l := Listener{Name: "test", Addr: "127.0.0.1:0", Handler: h.handler}
 	if grpc && testDataPlane() == "frame" {
-		f, err := h2.NewServer(h2.Options{
-			Dial:     func(ctx context.Context) (net.Conn, error) { return tr.DialH2(ctx, upstream) },
-			Observer: h.handler,
-			Logger:   o.Logger,
-			ConnRTT:  ConnRTT,
-		})
+		f, err := NewFramePlane(h.handler, tr, upstream, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

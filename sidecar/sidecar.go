@@ -25,7 +25,6 @@ import (
 	"github.com/inferwatch/inferwatch/gpu"
 	"github.com/inferwatch/inferwatch/metricset"
 	"github.com/inferwatch/inferwatch/proxy"
-	"github.com/inferwatch/inferwatch/proxy/h2"
 	"github.com/inferwatch/inferwatch/record"
 	"github.com/inferwatch/inferwatch/sampling"
 	"github.com/inferwatch/inferwatch/tracing"
@@ -326,14 +325,7 @@ func (s *Sidecar) route(r config.Route, poll bool) (proxy.Listener, proxy.Probe,
 	})
 	l = proxy.Listener{Name: r.Name, Addr: r.Listen, Handler: h}
 	if s.cfg.DataPlane == config.DataPlaneFrame && r.Protocol == "grpc" {
-		upstream := r.Upstream
-		f, err := h2.NewServer(h2.Options{
-			Dial:        func(ctx context.Context) (net.Conn, error) { return tr.DialH2(ctx, upstream) },
-			Observer:    h,
-			Logger:      s.logger,
-			ConnRTT:     proxy.ConnRTT,
-			DialTimeout: r.DialTimeout.D(),
-		})
+		f, err := proxy.NewFramePlane(h, tr, r.Upstream, r.DialTimeout.D())
 		if err != nil {
 			return l, probe, nil, fmt.Errorf("data_plane: %w", err)
 		}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +48,15 @@ func startSidecar(t testing.TB, route, upstream string, grpcUp bool, tr *Tracer)
 	h := proxy.NewHandler(proxy.Options{Route: route, Upstream: upstream, Transport: s.tr, Pipeline: s.pipeline,
 		Logger: logger, MaxMessageBytes: 64 << 20, CaptureBytes: 1 << 20, DecodeSample: 1, DecodeMaxBytes: 4 << 20,
 		UpstreamRTT: s.tr.RTT, Trace: hook})
-	s.server = proxy.NewServer(logger, proxy.Listener{Name: route, Addr: "127.0.0.1:0", Handler: h})
+	l := proxy.Listener{Name: route, Addr: "127.0.0.1:0", Handler: h}
+	if grpcUp && os.Getenv("INFERWATCH_DATA_PLANE") == "frame" { // CI runs these on both planes
+		f, err := proxy.NewFramePlane(h, s.tr, upstream, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Frames = f
+	}
+	s.server = proxy.NewServer(logger, l)
 	if err := s.server.Listen(); err != nil {
 		t.Fatal(err)
 	}
