@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -60,6 +61,23 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// readSmall reads a whole body of n bytes, tapped like Read, and returns it.
+func (b *requestBody) readSmall(n int64) ([]byte, error) {
+	buf := make([]byte, n)
+	_, err := io.ReadFull(b.src, buf)
+	now := time.Since(b.start)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("read request body: %w", err)
+	}
+	b.bytes, b.lastRead, b.eof = n, now, true
+	if b.capture != nil {
+		b.capture.write(buf)
+	}
+	return buf, nil
 }
 
 // markEmpty stamps a request that has no body as read and handed over now.

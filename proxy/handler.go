@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -134,7 +135,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.o.Trace != nil {
 		h.o.Trace.Start(c, h.o.Route, r.Header)
 	}
-	out := h.outgoing(ctx, r, cl.grpc, cl.body)
+	out, err := h.outgoing(ctx, r, cl.grpc, cl.body)
+	if err != nil {
+		// The client broke off its own request body: nobody to answer.
+		c.ErrorKind, c.Code = record.ErrClientCancel, statusForCancel(false)
+		h.finish(cl, r)
+		return
+	}
 
 	c.UpstreamStart = time.Since(start)
 	res, err := h.o.Transport.RoundTrip(out)
@@ -156,7 +163,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // outgoing builds the upstream request: same method, path, query, headers
 // (less hop-by-hop; traceparent and tracestate as the trace hook set them),
 // host and body; nothing else added.
-func (h *Handler) outgoing(ctx context.Context, r *http.Request, grpc bool, body *requestBody) *http.Request {
+func (h *Handler) outgoing(ctx context.Context, r *http.Request, grpc bool, body *requestBody) (*http.Request, error) {
 	out := r.WithContext(ctx)
 	u := *r.URL
 	u.Scheme, u.Host = h.scheme, h.o.Upstream
@@ -167,14 +174,29 @@ func (h *Handler) outgoing(ctx context.Context, r *http.Request, grpc bool, body
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = []string{""} // keep the transport from adding its own
 	}
-	if r.Body == nil || r.Body == http.NoBody || (r.ContentLength == 0 && !grpc) {
+	switch {
+	case r.Body == nil || r.Body == http.NoBody || (r.ContentLength == 0 && !grpc):
 		out.Body = nil
 		body.markEmpty()
-	} else {
+	case !grpc && r.ContentLength > 0 && r.ContentLength <= smallBodyBytes:
+		// A small body of known length is read whole first and handed over
+		// as an in-memory reader: net/http then writes headers and body in
+		// one write instead of flushing the headers and writing the body
+		// read by read (a 9 KB JSON request cost four writes).
+		b, err := body.readSmall(r.ContentLength)
+		if err != nil {
+			return nil, err
+		}
+		out.Body = io.NopCloser(bytes.NewReader(b))
+	default:
 		out.Body = body
 	}
-	return out
+	return out, nil
 }
+
+// smallBodyBytes is the largest HTTP request body read whole before it is
+// forwarded; larger ones stream.
+const smallBodyBytes = 64 << 10
 
 // relay copies the response to the client as it arrives. It reports whether
 // the handler must abort the client's stream (HTTP cut off mid-body).
