@@ -188,6 +188,7 @@ func (h *Handler) outgoing(ctx context.Context, r *http.Request, grpc bool, body
 			return nil, err
 		}
 		out.Body = io.NopCloser(bytes.NewReader(b))
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 	default:
 		out.Body = body
 	}

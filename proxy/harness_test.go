@@ -39,7 +39,7 @@ func newHarness(t *testing.T, upstream string, grpc bool, tweak ...func(*Options
 	if grpc {
 		proto = UpstreamHTTP2
 	}
-	tr := NewTransport(TransportOptions{Protocol: proto})
+	tr := NewTransport(TransportOptions{Protocol: proto, Addr: upstream})
 	o := Options{Route: "test", Upstream: upstream, Transport: tr, Pipeline: h.pipeline,
 		Logger: testLogger(t), MaxMessageBytes: 1<<31 - 1, CaptureBytes: 1 << 20,
 		DecodeSample: 1, DecodeMaxBytes: 4 << 20, UpstreamRTT: tr.RTT}

@@ -18,6 +18,7 @@ const (
 // TransportOptions configure the pooled connections to one upstream.
 type TransportOptions struct {
 	Protocol    string        // UpstreamHTTP2 or UpstreamHTTP1
+	Addr        string        // host:port; set, a clear-text HTTP/1.1 upstream gets the direct path (h1.go)
 	TLS         *tls.Config   // nil: clear text
 	DialTimeout time.Duration // default 1s: an absent upstream must fail fast
 	MaxIdle     int           // idle connections kept, default 64
@@ -31,6 +32,26 @@ type Transport struct {
 	conns  *upstreamConns
 	dialer *net.Dialer
 	tls    *tls.Config
+	h1     *h1Pool // clear-text HTTP/1.1 upstreams: in-memory requests skip net/http's loops
+}
+
+// RoundTrip sends a request whose body is absent or replayable (GetBody
+// set: the handler's small in-memory bodies) over the direct HTTP/1.1 path
+// when the upstream speaks clear-text HTTP/1.1; everything else goes through
+// net/http's transport.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.h1 != nil && (req.Body == nil || req.GetBody != nil) {
+		return t.h1.roundTrip(req)
+	}
+	return t.Transport.RoundTrip(req)
+}
+
+// CloseIdleConnections closes the idle connections of both paths.
+func (t *Transport) CloseIdleConnections() {
+	t.Transport.CloseIdleConnections()
+	if t.h1 != nil {
+		t.h1.closeIdle()
+	}
 }
 
 // DialH2 opens an HTTP/2 connection to addr for the frame plane: TCP, and
@@ -119,7 +140,17 @@ func NewTransport(o TransportOptions) *Transport {
 		p.SetHTTP1(true)
 	}
 	t.Protocols = p
-	return &Transport{Transport: t, conns: conns, dialer: d, tls: o.TLS}
+	tr := &Transport{Transport: t, conns: conns, dialer: d, tls: o.TLS}
+	if o.Protocol == UpstreamHTTP1 && o.TLS == nil && o.Addr != "" {
+		tr.h1 = newH1Pool(func(ctx context.Context) (net.Conn, error) {
+			c, err := d.DialContext(ctx, "tcp", o.Addr)
+			if err != nil {
+				return nil, err
+			}
+			return conns.add(c), nil
+		}, o.MaxIdle, o.IdleTimeout)
+	}
+	return tr
 }
 
 // RTT returns the kernel's RTT to the upstream, 0 when unknown.

@@ -291,7 +291,7 @@ func pollRoutes(routes []config.Route) []bool {
 func (s *Sidecar) route(r config.Route, poll bool) (proxy.Listener, proxy.Probe, *tritonstats.Poller, error) {
 	var l proxy.Listener
 	var probe proxy.Probe
-	to := proxy.TransportOptions{DialTimeout: r.DialTimeout.D(), Protocol: proxy.UpstreamHTTP1}
+	to := proxy.TransportOptions{DialTimeout: r.DialTimeout.D(), Protocol: proxy.UpstreamHTTP1, Addr: r.Upstream}
 	if r.Protocol == "grpc" || r.UpstreamProtocol == "h2c" {
 		to.Protocol = proxy.UpstreamHTTP2
 	}

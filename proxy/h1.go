@@ -1,0 +1,221 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// h1Pool is the HTTP/1.1 upstream path for requests whose body is in memory
+// (or absent): the handler's goroutine writes the request and reads the
+// response on a pooled keep-alive connection itself. net/http's transport
+// hands each request to a write loop and each response back from a read
+// loop, two goroutine wake-ups a call that cost more than the forwarding;
+// streaming bodies still take that path, where a concurrent writer is needed.
+type h1Pool struct {
+	dial        func(ctx context.Context) (net.Conn, error)
+	idleTimeout time.Duration
+	maxIdle     int // hard cap
+
+	mu       sync.Mutex
+	idle     []*h1Conn // most recently used last
+	inflight int
+	peak     int       // most calls at once in the current window
+	lastPeak int       // in the previous window
+	window   time.Time // start of the current window
+}
+
+// peakWindow is how long a burst's concurrency keeps connections warm.
+const peakWindow = time.Minute
+
+type h1Conn struct {
+	nc   net.Conn
+	br   *bufio.Reader
+	bw   *bufio.Writer
+	used time.Time
+}
+
+func newH1Pool(dial func(ctx context.Context) (net.Conn, error), maxIdle int, idleTimeout time.Duration) *h1Pool {
+	return &h1Pool{dial: dial, maxIdle: maxIdle, idleTimeout: idleTimeout, window: time.Now()}
+}
+
+// get returns an idle connection (reused true) or a new one.
+func (p *h1Pool) get(ctx context.Context) (*h1Conn, bool, error) {
+	now := time.Now()
+	p.mu.Lock()
+	p.inflight++
+	if now.Sub(p.window) >= peakWindow {
+		p.lastPeak, p.peak, p.window = p.peak, 0, now
+	}
+	p.peak = max(p.peak, p.inflight)
+	for n := len(p.idle); n > 0; n = len(p.idle) {
+		c := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		if now.Sub(c.used) < p.idleTimeout {
+			p.mu.Unlock()
+			return c, true, nil
+		}
+		c.nc.Close()
+	}
+	p.mu.Unlock()
+	nc, err := p.dial(ctx)
+	if err != nil {
+		p.done()
+		return nil, false, err
+	}
+	return &h1Conn{nc: nc, br: bufio.NewReaderSize(nc, 32<<10), bw: bufio.NewWriterSize(nc, 32<<10)}, false, nil
+}
+
+func (p *h1Pool) done() {
+	p.mu.Lock()
+	p.inflight--
+	p.mu.Unlock()
+}
+
+// put keeps a connection whose exchange ended cleanly, as many as recent
+// load needed (the peak concurrency of this window or the last), closing
+// the rest.
+func (p *h1Pool) put(c *h1Conn) {
+	c.used = time.Now()
+	p.mu.Lock()
+	p.inflight--
+	keep := min(p.maxIdle, max(p.peak, p.lastPeak, 1))
+	if len(p.idle) < keep {
+		p.idle = append(p.idle, c)
+		c = nil
+	}
+	p.mu.Unlock()
+	if c != nil {
+		c.nc.Close()
+	}
+}
+
+// closeIdle closes every idle connection.
+func (p *h1Pool) closeIdle() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	for _, c := range idle {
+		c.nc.Close()
+	}
+}
+
+var errNoResponse = errors.New("upstream closed the connection before a response")
+
+// roundTrip sends req (body nil or replayable through GetBody) and returns
+// the response; its body hands the connection back when read to the end.
+// A reused connection the upstream had closed is retried once on a new one,
+// as net/http does for requests it can replay.
+func (p *h1Pool) roundTrip(req *http.Request) (*http.Response, error) {
+	for attempt := 0; ; attempt++ {
+		c, reused, err := p.get(req.Context())
+		if err != nil {
+			return nil, err
+		}
+		if attempt > 0 && req.GetBody != nil {
+			body, err := req.GetBody()
+			if err != nil {
+				p.done()
+				c.nc.Close()
+				return nil, err
+			}
+			req.Body = body
+		}
+		res, sent, err := p.exchange(c, req)
+		if err == nil {
+			return res, nil
+		}
+		c.nc.Close()
+		p.done()
+		if reused && !sent && attempt == 0 && req.Context().Err() == nil {
+			continue
+		}
+		return nil, err
+	}
+}
+
+// exchange writes req on c and reads the response head. sent says whether
+// any response byte arrived (after which a retry could duplicate the call).
+func (p *h1Pool) exchange(c *h1Conn, req *http.Request) (*http.Response, bool, error) {
+	ctx := req.Context()
+	stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(time.Unix(1, 0)) })
+	if err := req.Write(c.bw); err != nil {
+		stop()
+		return nil, false, fmt.Errorf("write request: %w", ctxErr(ctx, err))
+	}
+	if err := c.bw.Flush(); err != nil {
+		stop()
+		return nil, false, fmt.Errorf("write request: %w", ctxErr(ctx, err))
+	}
+	if _, err := c.br.Peek(1); err != nil {
+		stop()
+		if errors.Is(err, io.EOF) {
+			err = errNoResponse
+		}
+		return nil, false, ctxErr(ctx, err)
+	}
+	res, err := http.ReadResponse(c.br, req)
+	if err != nil {
+		stop()
+		return nil, true, fmt.Errorf("read response: %w", ctxErr(ctx, err))
+	}
+	for res.StatusCode == http.StatusContinue {
+		// 100-continue: the body went with the request already.
+		if res, err = http.ReadResponse(c.br, req); err != nil {
+			stop()
+			return nil, true, fmt.Errorf("read response: %w", ctxErr(ctx, err))
+		}
+	}
+	res.Body = &h1Body{rc: res.Body, c: c, p: p, stop: stop, keep: !res.Close && !req.Close}
+	return res, true, nil
+}
+
+// ctxErr prefers the context's error, so a cancelled call classifies as
+// cancelled and not as the broken read that cancelling caused.
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// h1Body is a response body that returns its connection to the pool once
+// read to EOF and closed, or closes it when the exchange ended early.
+type h1Body struct {
+	rc   io.ReadCloser
+	c    *h1Conn
+	p    *h1Pool
+	stop func() bool
+	keep bool
+	eof  bool
+	once sync.Once
+}
+
+func (b *h1Body) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.eof = true
+	}
+	return n, err
+}
+
+func (b *h1Body) Close() error {
+	b.once.Do(func() {
+		err := b.rc.Close()
+		cancelled := !b.stop() // the deadline may have been set
+		if b.keep && b.eof && err == nil && !cancelled && b.c.br.Buffered() == 0 {
+			b.p.put(b.c)
+			return
+		}
+		b.c.nc.Close()
+		b.p.done()
+	})
+	return nil
+}

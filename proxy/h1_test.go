@@ -1,0 +1,113 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestH1DirectPath(t *testing.T) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if d := r.URL.Query().Get("sleep"); d != "" {
+			dur, _ := time.ParseDuration(d)
+			select {
+			case <-time.After(dur):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		w.Header().Set("Trailer", "X-Len")
+		w.Write(bytes.ToUpper(b))
+		w.Header().Set("X-Len", "n")
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	tr := NewTransport(TransportOptions{Protocol: UpstreamHTTP1, Addr: addr})
+	if tr.h1 == nil {
+		t.Fatal("a clear-text HTTP/1.1 transport has no direct path")
+	}
+	call := func(ctx context.Context, path, body string) (string, http.Header, error) {
+		req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+addr+path, strings.NewReader(body))
+		b := []byte(body)
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+		res, err := tr.RoundTrip(req)
+		if err != nil {
+			return "", nil, err
+		}
+		out, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		return string(out), res.Trailer, err
+	}
+
+	for i := 0; i < 50; i++ {
+		got, trailer, err := call(context.Background(), "/", "abc")
+		if err != nil || got != "ABC" || trailer.Get("X-Len") != "n" {
+			t.Fatalf("call %d: %q trailer %v, %v", i, got, trailer, err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("50 sequential calls used %d upstream connections, want 1 (keep-alive)", n)
+	}
+
+	// The upstream drops its idle connections: the next call is replayed on
+	// a new one, not failed.
+	srv.CloseClientConnections()
+	time.Sleep(50 * time.Millisecond)
+	if got, _, err := call(context.Background(), "/", "after"); err != nil || got != "AFTER" {
+		t.Fatalf("after the upstream closed idle connections: %q, %v", got, err)
+	}
+
+	// A cancelled call returns at once with the context's error, and its
+	// connection is not reused.
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	start := time.Now()
+	_, _, err := call(ctx, "/?sleep=5s", "slow")
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled call: %v, want context.Canceled", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("cancelled call returned after %v", d)
+	}
+	if got, _, err := call(context.Background(), "/", "next"); err != nil || got != "NEXT" {
+		t.Fatalf("after a cancelled call: %q, %v", got, err)
+	}
+
+	// Concurrency grows the pool; the extra connections are kept while
+	// recent load needed them.
+	done := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		go func() {
+			_, _, err := call(context.Background(), "/?sleep=100ms", "x")
+			done <- err
+		}()
+	}
+	for i := 0; i < 8; i++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr.h1.mu.Lock()
+	idle := len(tr.h1.idle)
+	tr.h1.mu.Unlock()
+	if idle < 8 {
+		t.Errorf("%d idle connections after 8 concurrent calls, want 8 kept for the next burst", idle)
+	}
+	tr.CloseIdleConnections()
+}
