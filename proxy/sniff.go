@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/inferwatch/inferwatch/proxy/h2"
@@ -29,7 +28,6 @@ type sniffListener struct {
 	conns  chan net.Conn
 	failed chan struct{}
 	err    error
-	wg     sync.WaitGroup // connections being sniffed
 }
 
 func newSniffListener(nl net.Listener, tc *tls.Config, frames *h2.Server) *sniffListener {
