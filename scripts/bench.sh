@@ -277,9 +277,12 @@ backend ms_http
 EOF
 haproxy -c -q -f "$tmp/haproxy/haproxy.cfg" >"$tmp/haproxy-c.log" 2>&1 ||
   { cat "$tmp/haproxy-c.log" >&2; die "haproxy rejects the generated config"; }
-start haproxy haproxy -db -f "$tmp/haproxy/haproxy.cfg"
-wait_port haproxy "$ha_grpc"
-wait_port haproxy "$ha_http"
+start_haproxy() {
+  start haproxy haproxy -db -f "$tmp/haproxy/haproxy.cfg"
+  wait_port haproxy "$ha_grpc"
+  wait_port haproxy "$ha_http"
+}
+start_haproxy
 alive
 
 # --- machine ---------------------------------------------------------------
@@ -350,7 +353,8 @@ proxy_pids() { # TARGET: the processes whose CPU and memory are the proxy's
 
 # run_load ADDR PROTOCOL MODEL PAYLOAD JSON QPS DURATION INFLIGHT: the JSON line.
 # A run that has not finished 2 minutes after it started (calls hung in a
-# proxy) is killed and fails the benchmark.
+# proxy) is killed and fails the benchmark, unless STALL_OK is set: then it
+# returns 3 and the caller decides.
 run_load() {
   local args=(load --addr "$1" --protocol "$2" --model "$3" --payload "$4" --qps "$6"
     --duration "$7" --max-inflight "$8" --format json) out rc=0
@@ -360,10 +364,53 @@ run_load() {
     alive
     echo "$out" >&2
     cat "$tmp/load.err" >&2
-    if [ "$rc" -ge 124 ]; then die "load against $1 ($2 $3 $4) did not finish within 120 s"; fi
+    if [ "$rc" -ge 124 ]; then
+      if [ -n "${STALL_OK:-}" ]; then return 3; fi
+      die "load against $1 ($2 $3 $4) did not finish within 120 s"
+    fi
     die "load against $1 ($2 $3 $4) failed"
   fi
   echo "$out"
+}
+
+# load TARGET ARGS...: run_load against TARGET. HAProxy 2.6 now and then
+# stalls a 1 MiB gRPC run for good (calls never complete); it is then
+# restarted and the run retried once; a second stall marks its row stalled
+# (no figures) and the run goes on. The report says which. Our own targets and
+# nginx get no second chance.
+stalls=()
+load() {
+  local tg=$1 out rc=0
+  shift
+  if [ "$tg" != haproxy ]; then
+    run_load "$@"
+    return
+  fi
+  out=$(STALL_OK=1 run_load "$@") || rc=$?
+  if [ "$rc" -eq 3 ]; then
+    echo "bench: haproxy stalled ($2 $3 $4, load killed after 120 s); restarting it and retrying once" >&2
+    kill -KILL "${pids[haproxy]}" 2>/dev/null || true
+    wait "${pids[haproxy]}" 2>/dev/null || true
+    start_haproxy
+    echo "${pids[haproxy]}" >"$tmp/haproxy.pid" # we may be in a subshell: tell the caller
+    rc=0
+    out=$(STALL_OK=1 run_load "$@") || rc=$?
+    if [ "$rc" -eq 3 ]; then
+      echo "bench: haproxy stalled again; its row is marked stalled" >&2
+      kill -KILL "${pids[haproxy]}" 2>/dev/null || true
+      wait "${pids[haproxy]}" 2>/dev/null || true
+      start_haproxy
+      echo "${pids[haproxy]}" >"$tmp/haproxy.pid"
+      echo '{"stalled":true,"p50_us":0,"p99_us":0,"throughput":0,"late":0,"failed":0}'
+      return 5
+    fi
+    [ "$rc" -eq 0 ] || exit "$rc"
+    rc=4
+  elif [ "$rc" -ne 0 ]; then
+    exit "$rc"
+  fi
+  echo "$out"
+  return "$rc"
 }
 
 declare -A res=() cpu_pct=() other_pct=()
@@ -379,7 +426,9 @@ for sc in "${scenarios[@]}"; do
   echo "bench: $title ($(cut -d' ' -f1-3 /proc/loadavg) loadavg)" >&2
   for tg in "${targets[@]}"; do
     addr=$(addr_of "$tg" "$proto")
-    run_load "$addr" "$proto" "$model" "$payload" "$json" "$qps" "$warm" "$inflight" >/dev/null
+    rc=0
+    load "$tg" "$addr" "$proto" "$model" "$payload" "$json" "$qps" "$warm" "$inflight" >/dev/null || rc=$?
+    if [ "$rc" -eq 4 ] || [ "$rc" -eq 5 ]; then stalls+=("$title (warm-up)"); pids[haproxy]=$(cat "$tmp/haproxy.pid"); elif [ "$rc" -ne 0 ]; then exit "$rc"; fi
     alive
     pp=$(proxy_pids "$tg")
     if [ "$id" = grpc-small-1k ] && [ -n "$pp" ]; then
@@ -392,7 +441,9 @@ for sc in "${scenarios[@]}"; do
     c0=0
     # shellcheck disable=SC2086
     if [ -n "$pp" ]; then c0=$(cpu_ticks $pp); fi
-    out=$(run_load "$addr" "$proto" "$model" "$payload" "$json" "$qps" "$sdur" "$inflight")
+    rc=0
+    out=$(load "$tg" "$addr" "$proto" "$model" "$payload" "$json" "$qps" "$sdur" "$inflight") || rc=$?
+    if [ "$rc" -eq 4 ] || [ "$rc" -eq 5 ]; then stalls+=("$title"); pids[haproxy]=$(cat "$tmp/haproxy.pid"); elif [ "$rc" -ne 0 ]; then exit "$rc"; fi
     if [ -n "$sampler" ]; then
       kill "$sampler" 2>/dev/null || true
       wait "$sampler" 2>/dev/null || true
@@ -463,6 +514,10 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a <= 0 || b <= 0) print "n/a"; el
         add99=$(($(jnum "$r" p99_us) - $(jnum "$d" p99_us)))
       fi
       c=${cpu_pct[$id/$tg]}
+      if [[ $r == *'"stalled":true'* ]]; then
+        printf '%-38s %-10s %s\n' "$title" "$tg" "stalled twice: calls never completed, no figures"
+        continue
+      fi
       printf '%-38s %-10s %8s %8s %9.0f %6s %6s %8s %8s %5s %10s %6s\n' "$title" "$tg" \
         "$(jnum "$r" p50_us)" "$(jnum "$r" p99_us)" "$(jnum "$r" throughput)" \
         "$(jnum "$r" late)" "$(jnum "$r" failed)" "$add50" "$add99" "${c/null/-}" "$(cpu_per_call "$c" "$r")" "${other_pct[$id/$tg]}"
@@ -492,6 +547,9 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a <= 0 || b <= 0) print "n/a"; el
     if [ "$tg" = nginx ] && [ -n "${pss_max[$tg]:-}" ]; then rm_="$rm_ ($(mib "${pss_max[$tg]}"))"; fi
     printf '  %-10s %9s %18s %10s %15s %16s %10s\n' "$tg" "$(mib "${idle_rss[$tg]}")" "$rm_" \
       "$(mibo "${rss_end[$tg]:-}")" "$(mibo "${hwm_1k[$tg]:-}")" "$(mibo "${hwm_16m[$tg]:-}")" "$(mib "${hwm_end[$tg]}")"
+  done
+  for st in "${stalls[@]}"; do
+    echo "note     haproxy stalled on $st and was restarted; figures there are from the retry, or none if it stalled again"
   done
   echo "loadavg  $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 } | tee -a "$report"
