@@ -223,14 +223,16 @@ func (st *stream) closed(err error, now time.Time) error {
 		st.finish(now, true)
 		return nil
 	case status.Code(err) == codes.ResourceExhausted:
-		s.fault(kindOversizeMessage, "ext_proc message over the receive limit; stream ended", "limit_bytes", s.o.MaxRecvBytes, "err", err)
+		s.fault(kindOversizeMessage, "ext_proc message over the receive limit; stream ended, call not recorded", "limit_bytes", s.o.MaxRecvBytes, "err", err)
+		st.invalid = true
 		st.finish(now, false)
 		return fmt.Errorf("extproc: receive: %w", err)
 	case status.Code(err) == codes.Canceled || status.Code(err) == codes.DeadlineExceeded:
 		st.finish(now, false) // Envoy reset the stream: the call broke off
 		return nil
 	}
-	s.fault(kindStream, "ext_proc stream failed", "err", err)
+	s.fault(kindStream, "ext_proc stream failed; call not recorded", "err", err)
+	st.invalid = true
 	st.finish(now, false)
 	return fmt.Errorf("extproc: stream: %w", err)
 }
