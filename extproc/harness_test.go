@@ -215,8 +215,8 @@ func inferRequest(model, version string, batch int64, payload int) *inference.Mo
 
 func inferResponse(model string, batch int64) *inference.ModelInferResponse {
 	return &inference.ModelInferResponse{
-		ModelName: model,
-		Outputs:   []*inference.ModelInferResponse_InferOutputTensor{{Name: "y", Datatype: "FP32", Shape: []int64{batch, 10}}},
+		ModelName:         model,
+		Outputs:           []*inference.ModelInferResponse_InferOutputTensor{{Name: "y", Datatype: "FP32", Shape: []int64{batch, 10}}},
 		RawOutputContents: [][]byte{make([]byte, batch*40)},
 	}
 }

@@ -1,4 +1,4 @@
-package extproc
+package envoy
 
 import (
 	"encoding/json"
@@ -83,8 +83,8 @@ func checkExtProc(t *testing.T, f *filterv3.ExternalProcessor, clusters map[stri
 	if pm.GetRequestHeaderMode() != filterv3.ProcessingMode_SEND || pm.GetResponseHeaderMode() != filterv3.ProcessingMode_SEND {
 		t.Errorf("headers are not sent: %v", pm)
 	}
-	if len(f.GetRequestAttributes()) == 0 || f.GetRequestAttributes()[0] != attrRequestTime {
-		t.Errorf("request_attributes %v lack %s", f.GetRequestAttributes(), attrRequestTime)
+	if len(f.GetRequestAttributes()) == 0 || f.GetRequestAttributes()[0] != "request.time" {
+		t.Errorf("request_attributes %v lack request.time", f.GetRequestAttributes())
 	}
 }
 
@@ -93,7 +93,7 @@ func checkExtProc(t *testing.T, f *filterv3.ExternalProcessor, clusters map[stri
 // pieces fit together. No Envoy binary is available here; this is the check.
 func TestEnvoyBootstrapValidates(t *testing.T) {
 	var b bootstrapv3.Bootstrap
-	yamlToProto(t, readYAML(t, "../deploy/envoy/envoy.yaml"), &b)
+	yamlToProto(t, readYAML(t, "envoy.yaml"), &b)
 	clusters := map[string]*clusterv3.Cluster{}
 	for _, c := range b.GetStaticResources().GetClusters() {
 		clusters[c.GetName()] = c
@@ -135,7 +135,7 @@ func TestEnvoyBootstrapValidates(t *testing.T) {
 // TestIstioEnvoyFilterValidates: each patch value of the Istio variant is a
 // valid Envoy HttpFilter or Cluster.
 func TestIstioEnvoyFilterValidates(t *testing.T) {
-	doc := readYAML(t, "../deploy/envoy/istio-envoyfilter.yaml").(map[string]any)
+	doc := readYAML(t, "istio-envoyfilter.yaml").(map[string]any)
 	if doc["kind"] != "EnvoyFilter" {
 		t.Fatalf("kind %v", doc["kind"])
 	}
