@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -33,6 +34,10 @@ const maxClockSkew = 30 * time.Second
 
 // maxAddrLen bounds the upstream address kept from an attribute.
 const maxAddrLen = 256
+
+// scanners are reused across streams: a scanner keeps its small buffers
+// over Reset, and Fill* copy out what the record keeps.
+var scanners = sync.Pool{New: func() any { return new(inferapi.GRPCScanner) }}
 
 // stream is one ext_proc stream: the request and response of one HTTP call.
 // Only the goroutine serving the stream touches it.
@@ -186,13 +191,13 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, attrs map[string]*str
 	if st.grpc {
 		c.Protocol = record.ProtocolGRPC
 		st.route = inferapi.GRPCRoute(path)
-		st.reqScan = new(inferapi.GRPCScanner)
+		st.reqScan = scanners.Get().(*inferapi.GRPCScanner)
 		st.reqScan.Reset(st.route.Message, o.MaxMessageBytes)
 		if st.route.Message == inferapi.KindInferRequest && st.s.sampler.Sample() {
 			st.grpcRes = callcap.NewReservation(st.s.budget)
 			st.reqScan.Capture(o.DecodeMaxBytes, st.grpcRes.Take)
 		}
-		st.respScan = new(inferapi.GRPCScanner)
+		st.respScan = scanners.Get().(*inferapi.GRPCScanner)
 		st.respScan.Reset(st.route.Reply, o.MaxMessageBytes)
 	} else {
 		c.Protocol = record.ProtocolHTTP
@@ -351,6 +356,7 @@ func (st *stream) finish(now time.Time, clean bool) {
 	if c == nil {
 		return // no request headers ever came: nothing to record
 	}
+	defer st.putScanners()
 	if st.invalid {
 		st.release()
 		return
@@ -399,6 +405,18 @@ func (st *stream) finish(now time.Time, clean bool) {
 	}
 	if !st.s.o.Pipeline.Submit(c) {
 		st.release()
+	}
+}
+
+// putScanners hands the scanners back once the record has what it needs.
+func (st *stream) putScanners() {
+	if st.reqScan != nil {
+		scanners.Put(st.reqScan)
+		st.reqScan = nil
+	}
+	if st.respScan != nil {
+		scanners.Put(st.respScan)
+		st.respScan = nil
 	}
 }
 
