@@ -13,7 +13,8 @@
 // interceptor); upstream — on a server, the handler's work (request
 // received until the response was produced); on a client, the whole call
 // as the client sees it (network, both serializations, the server);
-// transfer — streams only, first to last response message; egress — 0.
+// transfer — first to last response byte written (HTTP) or message sent
+// (streams); egress — 0.
 // There is no network share: the difference between a sidecar's upstream
 // phase and a server interceptor's is the network and grpc-go's framing
 // (docs/extproc.md).
