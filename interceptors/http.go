@@ -7,59 +7,120 @@ import (
 	"time"
 
 	"github.com/inferwatch/inferwatch/inferapi"
+	"github.com/inferwatch/inferwatch/internal/callcap"
 	"github.com/inferwatch/inferwatch/record"
 )
 
-// HTTP wraps a handler so each request it serves becomes a record. apiHint
-// is as for the proxy ("tfserving" or "kserve_v1").
+// HTTP wraps a handler so each request it serves becomes a record submitted
+// to p, without body decode or traces. apiHint is as for the proxy
+// ("tfserving" or "kserve_v1"). Recorder.Middleware is the full version.
 func HTTP(next http.Handler, p *record.Pipeline, apiHint string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rt := inferapi.HTTPRoute(r.Method, r.URL.Path, apiHint)
-		c := &record.Call{Start: time.Now(), Protocol: record.ProtocolHTTP, API: rt.API, Method: rt.Method,
-			Model: rt.Model, Version: rt.Version, RequestMessages: 1, ResponseMessages: 1}
-		body := &countingBody{ReadCloser: r.Body, c: c}
-		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = body
-		} else {
-			c.RequestEnd = 1
+	m := &middleware{next: next, pipeline: p, apiHint: apiHint}
+	return m
+}
+
+// Middleware wraps a handler so each request it serves becomes a record:
+// the route, model and version from the path; request and response bytes as
+// the handler read and wrote them; for infer calls the first CaptureBytes of
+// both bodies decoded off the data path with the same decoders as the proxy
+// (tensors, batch, the decode phase); Server-Timing the handler set; the
+// trace context of the request.
+func (r *Recorder) Middleware(next http.Handler) http.Handler {
+	return &middleware{next: next, pipeline: r.pipeline, apiHint: r.o.APIHint, rec: r}
+}
+
+type middleware struct {
+	next     http.Handler
+	pipeline *record.Pipeline
+	apiHint  string
+	rec      *Recorder // nil: no capture, no trace
+}
+
+func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt := inferapi.HTTPRoute(r.Method, r.URL.Path, m.apiHint)
+	c := &record.Call{Start: time.Now(), Protocol: record.ProtocolHTTP, API: rt.API, Method: rt.Method,
+		Model: rt.Model, Version: rt.Version, RequestMessages: 1, ResponseMessages: 1}
+	var reqCap, respCap *callcap.Prefix
+	if m.rec != nil {
+		if rt.Infer && m.rec.o.CaptureBytes > 0 {
+			reqCap = callcap.NewPrefix(m.rec.o.CaptureBytes, m.rec.budget)
+			respCap = callcap.NewPrefix(m.rec.o.CaptureBytes, m.rec.budget)
 		}
-		rw := &recordingWriter{ResponseWriter: w, c: c}
-		next.ServeHTTP(rw, r)
-		c.End = time.Since(c.Start)
-		c.ResponseEnd = c.End
-		if rw.status == 0 {
-			rw.status = http.StatusOK
+		if m.rec.tracer != nil {
+			m.rec.traceStart(c, traceHTTP(r.Header))
 		}
-		c.Code = strconv.Itoa(rw.status)
-		c.UpstreamStart, c.UpstreamSent = c.RequestEnd, c.RequestEnd
-		p.Submit(c)
-	})
+	}
+	body := &countingBody{ReadCloser: r.Body, c: c, capture: reqCap}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = body
+	} else {
+		c.RequestEnd = 1
+	}
+	rw := &recordingWriter{ResponseWriter: w, c: c, capture: respCap}
+	m.next.ServeHTTP(rw, r)
+	if c.RequestEnd == 0 {
+		c.RequestEnd = since(c) // the handler did not read to the end
+	}
+	c.End = since(c)
+	c.ResponseEnd = c.End
+	if rw.status == 0 {
+		rw.status = http.StatusOK
+		c.FirstByte = c.End
+	}
+	c.Code = strconv.Itoa(rw.status)
+	c.UpstreamStart, c.UpstreamSent = c.RequestEnd, c.RequestEnd
+	c.Stages = inferapi.ParseServerTiming(w.Header()["Server-Timing"], c.Stages)
+	if reqCap != nil {
+		reqHdr := callcap.DecodeHeaders(func(k string) string { return r.Header.Get(k) })
+		respHdr := callcap.DecodeHeaders(func(k string) string { return w.Header().Get(k) })
+		c.Deferred = callcap.HTTPDecode(rt, reqHdr, reqCap, respHdr, respCap)
+	}
+	if !m.pipeline.Submit(c) {
+		reqCap.Release()
+		respCap.Release()
+	}
+}
+
+// traceHTTP copies the trace context headers, so the hook's rewrite does not
+// touch the request the handler sees.
+func traceHTTP(h http.Header) http.Header {
+	out := http.Header{}
+	for _, k := range traceKeys {
+		ck := http.CanonicalHeaderKey(k)
+		if v := h[ck]; len(v) > 0 {
+			out[ck] = v
+		}
+	}
+	return out
 }
 
 type countingBody struct {
 	io.ReadCloser
-	c *record.Call
+	c       *record.Call
+	capture *callcap.Prefix
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.c.RequestBytes += int64(n)
+	b.capture.Write(p[:n])
 	if err == io.EOF && b.c.RequestEnd == 0 {
-		b.c.RequestEnd = time.Since(b.c.Start)
+		b.c.RequestEnd = since(b.c)
 	}
 	return n, err
 }
 
 type recordingWriter struct {
 	http.ResponseWriter
-	c      *record.Call
-	status int
+	c       *record.Call
+	status  int
+	capture *callcap.Prefix
 }
 
 func (w *recordingWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
-		w.c.FirstByte = time.Since(w.c.Start)
+		w.c.FirstByte = since(w.c)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -70,6 +131,7 @@ func (w *recordingWriter) Write(p []byte) (int, error) {
 	}
 	n, err := w.ResponseWriter.Write(p)
 	w.c.ResponseBytes += int64(n)
+	w.capture.Write(p[:n])
 	return n, err
 }
 

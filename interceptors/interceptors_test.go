@@ -99,3 +99,15 @@ func TestHTTPMiddleware(t *testing.T) {
 		t.Fatalf("record: %+v", c)
 	}
 }
+
+func (c *collector) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.recs)
+}
+
+func (c *collector) all() []*record.Call {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*record.Call(nil), c.recs...)
+}

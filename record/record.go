@@ -110,6 +110,10 @@ type Call struct {
 
 	Stages []Stage // server-reported stages
 
+	// UpstreamAddr is the upstream host:port when a front learns it per
+	// call (ext_proc: Envoy's upstream.address attribute); empty otherwise.
+	UpstreamAddr string
+
 	ClientRTT   time.Duration // kernel's smoothed RTT of the client connection (TCP_INFO), 0 if unknown
 	UpstreamRTT time.Duration // the same for the upstream connection
 

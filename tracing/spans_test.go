@@ -340,3 +340,30 @@ func TestHostFactsAttributes(t *testing.T) {
 		})
 	}
 }
+
+// TestUpstreamAddrPerCall: a record that learned its upstream per call
+// (ext_proc's upstream.address) names it in the upstream span, over the
+// route's configured upstream.
+func TestUpstreamAddrPerCall(t *testing.T) {
+	for _, tt := range []struct {
+		name, perCall, want string
+	}{{"configured", "", "10.0.0.7"}, {"per call", "10.9.8.7:9000", "10.9.8.7"}} {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, err := newTracer(Config{Keep: 4, Upstreams: map[string]string{"triton-grpc": "10.0.0.7:8001"}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := seedCall()
+			c.UpstreamAddr = tt.perCall
+			tr.Observe(c)
+			k := tr.store.last(1, "")
+			if len(k) != 1 {
+				t.Fatalf("%d traces kept", len(k))
+			}
+			up := attrMap(k[0].cs.spans[2].attrs)
+			if up["server.address"].AsString() != tt.want {
+				t.Fatalf("server.address %v, want %s", up["server.address"], tt.want)
+			}
+		})
+	}
+}

@@ -330,7 +330,11 @@ func (t *Tracer) Observe(c *record.Call) {
 // emit builds a kept call's spans, queues them for export and remembers
 // the trace.
 func (t *Tracer) emit(c *record.Call, reason string, host *record.HostFacts) {
-	spans := buildSpans(c, host, reason, t.upstreams[c.TraceRoute])
+	addr := t.upstreams[c.TraceRoute]
+	if c.UpstreamAddr != "" {
+		addr = c.UpstreamAddr // learned per call (ext_proc's upstream.address)
+	}
+	spans := buildSpans(c, host, reason, addr)
 	if t.queue != nil {
 		t.queue.enqueue(spans)
 	}

@@ -1,6 +1,7 @@
 // Command inferwatch is the sidecar and its tools in one binary:
 //
 //	inferwatch proxy  --grpc-listen :8001 --grpc-upstream 127.0.0.1:18001 ...
+//	inferwatch extproc --listen 127.0.0.1:9911  (Envoy ext_proc server, observe only)
 //	inferwatch demo   (model server + sidecar + load + live table)
 //	inferwatch modelserver  (the demo's model server alone)
 //	inferwatch load   (open-loop load generator)
@@ -19,6 +20,7 @@ const usage = `inferwatch — measures every inference call on its way to the mo
 
 Usage:
   inferwatch proxy [flags]        run the sidecar in front of an inference server
+  inferwatch extproc [flags]      measure behind Envoy: an ext_proc server that observes only
   inferwatch demo [flags]         model server + sidecar + live load + live figures
   inferwatch modelserver [flags]  run the demo's KServe v2 model server alone
   inferwatch load [flags]         drive open-loop load at an address
@@ -38,6 +40,8 @@ func main() {
 	switch os.Args[1] {
 	case "proxy":
 		err = runProxy(args, os.Stderr)
+	case "extproc":
+		err = runExtproc(args, os.Stderr)
 	case "demo":
 		err = runDemo(args, os.Stdout, os.Stderr)
 	case "modelserver":

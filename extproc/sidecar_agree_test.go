@@ -1,0 +1,145 @@
+package extproc
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/inferwatch/inferwatch/config"
+	"github.com/inferwatch/inferwatch/proto/inference"
+	"github.com/inferwatch/inferwatch/record"
+	"github.com/inferwatch/inferwatch/sidecar"
+)
+
+// runSidecar puts a real sidecar in front of upstream and returns its
+// address and the records it made.
+func runSidecar(t *testing.T, protocol, upstream string) (string, *collector) {
+	t.Helper()
+	col := newCollector()
+	cfg := config.Default()
+	cfg.AdminListen = "127.0.0.1:0"
+	no := false
+	cfg.Routes = []config.Route{{Name: protocol, Protocol: protocol, Listen: "127.0.0.1:0", Upstream: upstream,
+		MaxMessageBytes: config.DefaultMaxMessageBytes, Readiness: "none", TritonStats: config.TritonStats{Enabled: &no}}}
+	cfg.Host.GPUDisabled, cfg.Host.BPFDisabled = true, true
+	cfg.Tracing.Disabled = true
+	cfg.Finish()
+	sc, err := sidecar.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), col)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		sc.Shutdown(ctx)
+	})
+	return sc.RouteAddrs()[0].String(), col
+}
+
+// callView is what a front reads from a call's bytes, not its timing.
+func callView(c *record.Call) string {
+	return fmt.Sprintf("%s %s %s model=%q version=%q code=%s stream=%v bytes=%d/%d msgs=%d/%d batch=%d in=%d%v out=%d%v stages=%v decodefail=%v",
+		c.Protocol, c.API, c.Method, c.Model, c.Version, c.Code, c.Stream, c.RequestBytes, c.ResponseBytes,
+		c.RequestMessages, c.ResponseMessages, c.BatchSize, c.InputCount, c.Inputs, c.OutputCount, c.Outputs, c.Stages, c.DecodeFail)
+}
+
+type timedModel struct {
+	inference.UnimplementedGRPCInferenceServiceServer
+}
+
+func (timedModel) ModelInfer(ctx context.Context, r *inference.ModelInferRequest) (*inference.ModelInferResponse, error) {
+	grpc.SetTrailer(ctx, metadata.Pairs("server-timing", "queue;dur=0.5, infer;dur=2"))
+	return inferResponse(r.ModelName, r.Inputs[0].Shape[0]), nil
+}
+
+// TestSameRecordAsSidecar: a call made through a real sidecar, and the same
+// call's bytes as Envoy would stream them to ext_proc, give the same record
+// (everything read from the call; the timing is each front's own).
+func TestSameRecordAsSidecar(t *testing.T) {
+	t.Run("grpc", func(t *testing.T) {
+		g := grpc.NewServer()
+		inference.RegisterGRPCInferenceServiceServer(g, timedModel{})
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go g.Serve(l)
+		defer g.Stop()
+		addr, scCol := runSidecar(t, "grpc", l.Addr().String())
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		req := inferRequest("mlp", "3", 4, 4*784*4)
+		if _, err := inference.NewGRPCInferenceServiceClient(cc).ModelInfer(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		side := scCol.wait(t, 1)
+
+		h := newHarness(t, Options{}, nil)
+		greq, gresp := frame(req), frame(inferResponse("mlp", 4))
+		exchange(t, h, []*extprocv3.ProcessingRequest{
+			reqHeaders(headers(false, ":method", "POST", ":path", inferPath, "content-type", "application/grpc", "te", "trailers")),
+			reqBody(greq[:1000], false), reqBody(greq[1000:], true),
+			respHeaders(headers(false, ":status", "200", "content-type", "application/grpc")),
+			respBody(gresp, false),
+			respTrailers("grpc-status", "0", "server-timing", "queue;dur=0.5, infer;dur=2"),
+		})
+		ep := h.col.wait(t, 1)
+		if a, b := callView(ep), callView(side); a != b {
+			t.Fatalf("records differ:\n ext_proc %s\n sidecar  %s", a, b)
+		}
+	})
+	t.Run("http", func(t *testing.T) {
+		up := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Server-Timing", "infer;dur=3")
+			io.WriteString(w, jsonResp)
+		})}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go up.Serve(l)
+		defer up.Close()
+		addr, scCol := runSidecar(t, "http", l.Addr().String())
+		res, err := http.Post("http://"+addr+"/v2/models/mlp/versions/3/infer", "application/json", strings.NewReader(jsonReq))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		side := scCol.wait(t, 1)
+
+		h := newHarness(t, Options{CaptureBytes: 1 << 20}, nil)
+		exchange(t, h, []*extprocv3.ProcessingRequest{
+			reqHeaders(headers(false, ":method", "POST", ":path", "/v2/models/mlp/versions/3/infer", "content-type", "application/json")),
+			reqBody([]byte(jsonReq[:30]), false), reqBody([]byte(jsonReq[30:]), true),
+			respHeaders(headers(false, ":status", "200", "content-type", "application/json", "server-timing", "infer;dur=3")),
+			respBody([]byte(jsonResp), true),
+		})
+		ep := h.col.wait(t, 1)
+		if a, b := callView(ep), callView(side); a != b {
+			t.Fatalf("records differ:\n ext_proc %s\n sidecar  %s", a, b)
+		}
+		if !ep.DecodeRan || !side.DecodeRan {
+			t.Fatalf("decode ran: ext_proc %v sidecar %v", ep.DecodeRan, side.DecodeRan)
+		}
+	})
+}

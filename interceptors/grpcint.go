@@ -1,0 +1,307 @@
+package interceptors
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/inferwatch/inferwatch/inferapi"
+	"github.com/inferwatch/inferwatch/proto/inference"
+	"github.com/inferwatch/inferwatch/record"
+)
+
+// grpcFrame is the length prefix of each gRPC message on the wire.
+const grpcFrame = 5
+
+// wireLen is a message's length on the wire, uncompressed: what the sidecar
+// counts for the same message.
+func wireLen(m any) int64 {
+	if pm, ok := m.(proto.Message); ok {
+		return int64(proto.Size(pm)) + grpcFrame
+	}
+	return 0
+}
+
+// since is the offset of now in c, at least 1 (reached).
+func since(c *record.Call) time.Duration {
+	if d := time.Since(c.Start); d > 0 {
+		return d
+	}
+	return 1
+}
+
+// traceKeys are the metadata keys the trace hook reads.
+var traceKeys = [...]string{"traceparent", "tracestate", "b3", "x-b3-traceid", "x-b3-spanid", "x-b3-parentspanid", "x-b3-sampled", "x-b3-flags"}
+
+// traceHeader copies the trace context keys of md into an http.Header.
+func traceHeader(md metadata.MD) http.Header {
+	h := http.Header{}
+	for _, k := range traceKeys {
+		if v := md[k]; len(v) > 0 {
+			h[http.CanonicalHeaderKey(k)] = v
+		}
+	}
+	return h
+}
+
+// begin starts a gRPC record of fullMethod.
+func (r *Recorder) begin(fullMethod string) *record.Call {
+	rt := inferapi.GRPCRoute(fullMethod)
+	return &record.Call{Start: time.Now(), Protocol: record.ProtocolGRPC, API: rt.API, Method: rt.Method,
+		Model: rt.Model, Version: rt.Version, Stream: rt.Method == "stream_infer"}
+}
+
+// request counts one request message and, for the first, reads its tensors.
+func request(c *record.Call, m any) {
+	c.RequestMessages++
+	c.RequestBytes += wireLen(m)
+	if c.RequestMessages == 1 {
+		if mr, ok := m.(*inference.ModelInferRequest); ok {
+			fillRequest(c, mr)
+		}
+	}
+}
+
+// response counts one response message and, for the first, reads its tensors.
+func response(c *record.Call, m any) {
+	c.ResponseMessages++
+	c.ResponseBytes += wireLen(m)
+	if c.ResponseMessages == 1 {
+		switch mr := m.(type) {
+		case *inference.ModelInferResponse:
+			fillResponse(c, mr)
+		case *inference.ModelStreamInferResponse:
+			if ir := mr.GetInferResponse(); ir != nil {
+				fillResponse(c, ir)
+			}
+		}
+	}
+}
+
+// end fills the status and submits the record.
+func (r *Recorder) end(ctx context.Context, c *record.Call, err error, client bool) {
+	if c.End == 0 {
+		c.End = since(c)
+	}
+	if c.ResponseEnd == 0 {
+		c.ResponseEnd = c.End
+	}
+	c.Code = grpcCode(err)
+	if client && err != nil {
+		switch status.Code(err) {
+		case codes.Canceled:
+			c.ErrorKind = record.ErrClientCancel
+		case codes.DeadlineExceeded:
+			c.ErrorKind = record.ErrTimeout
+		case codes.Unavailable:
+			c.ErrorKind = record.ErrUpstreamUnavailable
+		}
+	} else if err != nil && ctx.Err() != nil && status.Code(err) == codes.Canceled {
+		c.ErrorKind = record.ErrClientCancel
+	}
+	c.Stream = c.Stream || c.RequestMessages > 1 || c.ResponseMessages > 1
+	r.pipeline.Submit(c)
+}
+
+// UnaryServerInterceptor records every unary call a grpc-go server serves.
+// The request was received and decoded before an interceptor runs, so the
+// record starts there: upstream is the handler's time, the rest of the
+// phases are the server's own (no network share).
+func (r *Recorder) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		c := r.begin(info.FullMethod)
+		request(c, req)
+		c.RequestEnd, c.UpstreamStart, c.UpstreamSent = 1, 1, 1
+		r.serverTrace(ctx, c)
+		resp, err := handler(ctx, req)
+		c.FirstByte = since(c)
+		c.ResponseEnd, c.End = c.FirstByte, c.FirstByte
+		if err == nil {
+			response(c, resp)
+		}
+		r.end(ctx, c, err, false)
+		return resp, err
+	}
+}
+
+func (r *Recorder) serverTrace(ctx context.Context, c *record.Call) {
+	if r.tracer == nil {
+		return
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	r.traceStart(c, traceHeader(md))
+}
+
+// StreamServerInterceptor records every streaming call a grpc-go server
+// serves: messages and bytes each way, the first request's tensors, first
+// response message, last message.
+func (r *Recorder) StreamServerInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		c := r.begin(info.FullMethod)
+		c.Stream = true
+		c.UpstreamStart = 1
+		r.serverTrace(ss.Context(), c)
+		w := &serverStream{ServerStream: ss, c: c}
+		err := handler(srv, w)
+		if c.RequestEnd == 0 {
+			c.RequestEnd = since(c) // the handler returned before reading to the end
+		}
+		c.UpstreamSent = c.RequestEnd
+		r.end(ss.Context(), c, err, false)
+		return err
+	}
+}
+
+type serverStream struct {
+	grpc.ServerStream
+	c *record.Call
+}
+
+func (s *serverStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	switch {
+	case err == nil:
+		request(s.c, m)
+	case errors.Is(err, io.EOF):
+		s.c.RequestEnd = since(s.c)
+	}
+	return err
+}
+
+func (s *serverStream) SendMsg(m any) error {
+	if s.c.FirstByte == 0 {
+		s.c.FirstByte = since(s.c)
+	}
+	err := s.ServerStream.SendMsg(m)
+	if err == nil {
+		response(s.c, m)
+		s.c.ResponseEnd = since(s.c)
+	}
+	return err
+}
+
+// clientTrace runs the trace hook on the outgoing metadata and sends the
+// resulting context to the server.
+func (r *Recorder) clientTrace(ctx context.Context, c *record.Call) context.Context {
+	if r.tracer == nil {
+		return ctx
+	}
+	md, _ := metadata.FromOutgoingContext(ctx)
+	h := traceHeader(md)
+	r.traceStart(c, h)
+	kv := make([]string, 0, 4)
+	for _, k := range traceKeys {
+		if v := h[http.CanonicalHeaderKey(k)]; len(v) > 0 && md[k] == nil {
+			kv = append(kv, k, v[0])
+		}
+	}
+	if len(kv) == 0 {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, kv...)
+}
+
+// UnaryClientInterceptor records every unary call a grpc-go client makes:
+// upstream is the call as the client sees it (network, both serializations
+// and the server), and the trace context goes out in the metadata.
+func (r *Recorder) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		c := r.begin(method)
+		request(c, req)
+		c.RequestEnd, c.UpstreamStart, c.UpstreamSent = 1, 1, 1
+		ctx = r.clientTrace(ctx, c)
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		c.FirstByte = since(c)
+		c.ResponseEnd, c.End = c.FirstByte, c.FirstByte
+		if err == nil {
+			response(c, reply)
+		}
+		r.end(ctx, c, err, true)
+		return err
+	}
+}
+
+// StreamClientInterceptor records every streaming call a grpc-go client
+// makes. The record is submitted when the stream ends as the client sees it:
+// RecvMsg returned io.EOF or an error.
+func (r *Recorder) StreamClientInterceptor() grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		c := r.begin(method)
+		c.Stream = true
+		c.UpstreamStart = 1
+		ctx = r.clientTrace(ctx, c)
+		cs, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil {
+			r.end(ctx, c, err, true)
+			return nil, err
+		}
+		return &clientStream{ClientStream: cs, r: r, c: c, ctx: ctx}, nil
+	}
+}
+
+type clientStream struct {
+	grpc.ClientStream
+	r    *Recorder
+	c    *record.Call
+	ctx  context.Context
+	done bool
+}
+
+func (s *clientStream) SendMsg(m any) error {
+	err := s.ClientStream.SendMsg(m)
+	if err == nil {
+		request(s.c, m)
+	}
+	return err
+}
+
+func (s *clientStream) CloseSend() error {
+	err := s.ClientStream.CloseSend()
+	s.c.RequestEnd = since(s.c)
+	s.c.UpstreamSent = s.c.RequestEnd
+	return err
+}
+
+func (s *clientStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if s.done {
+		return err
+	}
+	now := since(s.c)
+	if err == nil {
+		if s.c.FirstByte == 0 {
+			s.c.FirstByte = now
+		}
+		response(s.c, m)
+		s.c.ResponseEnd = now
+		return nil
+	}
+	s.done = true
+	if s.c.FirstByte == 0 {
+		s.c.FirstByte = now
+	}
+	s.c.End = now
+	if s.c.RequestEnd == 0 {
+		s.c.RequestEnd = now
+		s.c.UpstreamSent = now
+	}
+	if errors.Is(err, io.EOF) {
+		s.r.end(s.ctx, s.c, nil, true)
+	} else {
+		s.r.end(s.ctx, s.c, err, true)
+	}
+	return err
+}
+
+// StatsHandler returns a grpc-go stats.Handler over this pipeline, an
+// alternative to the interceptors that also sees wire lengths and
+// grpc-go's own receive and send times (install one or the other).
+func (r *Recorder) StatsHandler() *StatsHandler { return NewStatsHandler(r.pipeline) }
