@@ -115,6 +115,7 @@ func (o Output) KindText() string {
 type recent struct {
 	t    time.Time
 	r, z float64
+	s    float64 // the residual scale then
 	u    float64 // (QPS/QPS_ref)², NaN without load
 }
 
@@ -142,7 +143,7 @@ type Detector struct {
 	levelKind  string
 	levelClear int
 
-	spread      []float64 // last spreadWindow capped squared differences
+	spread      []float64 // last spreadWindow differences: 1 when large
 	spreadSum   float64
 	spreadOn    bool
 	spreadClear int
@@ -157,10 +158,15 @@ type Detector struct {
 
 const (
 	ringSpan     = 180 * time.Minute
+	// Spread: of the last spreadWindow successive differences, spreadOn or
+	// more beyond spreadK of their standard deviation fire, at most
+	// spreadOff for 10 minutes clear. A null difference is that large 1.2%
+	// of the time; an outlier or a GC pause makes two at most; a spread
+	// ×2.5 makes a third of them that large.
 	spreadWindow = 12
-	spreadCap    = 9.0
-	spreadOn     = 3.2
-	spreadOff    = 1.8
+	spreadK      = 2.5
+	spreadOn     = 5
+	spreadOff    = 1
 	cusumK       = 1.0
 	cusumH       = 10.0
 )
@@ -212,7 +218,7 @@ func (d *Detector) Step(p Point) Output {
 		x := p.Q / m.qref
 		u = x * x
 	}
-	d.push(recent{t: p.T, r: r, z: z, u: u})
+	d.push(recent{t: p.T, r: r, z: z, s: s, u: u})
 	minEx := math.Log1p(d.o.MinExcess)
 	score := max(0, z) / d.o.Band
 
@@ -235,14 +241,15 @@ func (d *Detector) Step(p Point) Output {
 
 	// Level: CUSUM of clipped z, confirmed by the median excess.
 	d.cusum = max(0, d.cusum+min(z, 4)-cusumK)
-	med15 := d.medianR(15 * time.Minute)
-	med60 := d.medianR(60 * time.Minute)
-	fire := (d.cusum > cusumH && med15 > minEx) || (med60 > minEx && med15 > minEx && d.meanZ(60*time.Minute) > 1.5)
+	med15, se15 := d.medianR(15*time.Minute, m.Phi)
+	med60, se60 := d.medianR(60*time.Minute, m.Phi)
+	sig15 := med15 > minEx && med15 > 3*se15
+	fire := (d.cusum > cusumH && sig15) || (sig15 && med60 > minEx && med60 > 3*se60)
 	switch {
 	case fire && !d.levelOn:
 		d.levelOn, d.levelClear = true, 0
 		d.levelKind = d.classify(med15, minEx)
-	case d.levelOn && med15 < minEx/2:
+	case d.levelOn && (med15 < minEx/2 || med15 < se15):
 		d.levelClear++
 		if d.levelClear >= 10 {
 			d.levelOn, d.cusum = false, 0
@@ -255,7 +262,10 @@ func (d *Detector) Step(p Point) Output {
 	// Spread: mean of capped squared successive differences over a window.
 	if !d.prevT.IsZero() && p.T.Sub(d.prevT) <= 2*time.Minute {
 		dd := r - d.prevR
-		v := min(dd*dd/(2*(1-m.Phi)*s*s), spreadCap)
+		v := 0.0
+		if dd*dd > spreadK*spreadK*2*(1-m.Phi)*s*s {
+			v = 1
+		}
 		d.spread = append(d.spread, v)
 		d.spreadSum += v
 		if len(d.spread) > spreadWindow {
@@ -265,11 +275,11 @@ func (d *Detector) Step(p Point) Output {
 	}
 	d.prevR, d.prevT = r, p.T
 	if len(d.spread) == spreadWindow {
-		sv := d.spreadSum / spreadWindow
+		sv := d.spreadSum
 		switch {
-		case sv > spreadOn && !d.spreadOn:
+		case sv >= spreadOn && !d.spreadOn:
 			d.spreadOn, d.spreadClear = true, 0
-		case d.spreadOn && sv < spreadOff:
+		case d.spreadOn && sv <= spreadOff:
 			d.spreadClear++
 			if d.spreadClear >= 10 {
 				d.spreadOn = false
@@ -281,7 +291,7 @@ func (d *Detector) Step(p Point) Output {
 	}
 
 	// Periodic: starts of exceedance runs recurring at a fixed period.
-	if z > d.o.Band && r > math.Log(1.3) {
+	if z > d.o.Band+0.5 && r > math.Log(1.6) {
 		d.spikeRun++
 		if d.spikeRun == 1 {
 			d.spike(p.T)
@@ -325,7 +335,9 @@ func (d *Detector) Step(p Point) Output {
 }
 
 // spike records an exceedance-run start and looks for a recurrence: three
-// starts a period apart (±1 minute), the period between 10 minutes and 3 hours.
+// starts a period apart (±1 minute), the period between 10 minutes and 2
+// hours. A spike is a run over the band by half a scale more and 60% over
+// the expected, which GC pauses (30–60%) do not reach.
 func (d *Detector) spike(t time.Time) {
 	cut := t.Add(-7 * time.Hour)
 	i := 0
@@ -345,7 +357,7 @@ func (d *Detector) spike(t time.Time) {
 		if per < 10*time.Minute {
 			continue
 		}
-		if per > 3*time.Hour {
+		if per > 2*time.Hour {
 			break
 		}
 		want := d.spikes[j].Add(-per)
@@ -408,10 +420,24 @@ func (d *Detector) push(e recent) {
 	}
 }
 
-// medianR is the median residual of the last span.
-func (d *Detector) medianR(span time.Duration) float64 {
+// medianR is the median residual of the last span and its standard error
+// under AR(1) noise of lag-1 correlation phi (the median's efficiency is
+// 2/π of the mean's; n correlated points are worth n(1−φ)/(1+φ)).
+func (d *Detector) medianR(span time.Duration, phi float64) (med, se float64) {
 	now := d.ring[len(d.ring)-1].t
-	return d.medianBetween(now.Add(-span), now.Add(time.Nanosecond))
+	from := now.Add(-span)
+	var ss float64
+	n := 0
+	for i := len(d.ring) - 1; i >= 0 && d.ring[i].t.After(from); i-- {
+		ss += d.ring[i].s
+		n++
+	}
+	med = d.medianBetween(from, now.Add(time.Nanosecond))
+	if n == 0 {
+		return med, math.Inf(1)
+	}
+	neff := float64(n) * (1 - phi) / (1 + phi)
+	return med, 1.2533 * ss / float64(n) / math.Sqrt(max(neff, 1))
 }
 
 func (d *Detector) medianBetween(from, to time.Time) float64 {
@@ -430,21 +456,6 @@ func (d *Detector) medianBetween(from, to time.Time) float64 {
 		return math.NaN()
 	}
 	return medianInPlace(s)
-}
-
-func (d *Detector) meanZ(span time.Duration) float64 {
-	now := d.ring[len(d.ring)-1].t
-	from := now.Add(-span)
-	var s float64
-	n := 0
-	for i := len(d.ring) - 1; i >= 0 && d.ring[i].t.After(from); i-- {
-		s += min(d.ring[i].z, 4)
-		n++
-	}
-	if n == 0 {
-		return 0
-	}
-	return s / float64(n)
 }
 
 // remember keeps p in the fitting history, bounded by History.

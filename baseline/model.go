@@ -523,7 +523,6 @@ func (m *Model) fitScale(pts []Point) {
 	}
 	sigma := 1.4826 * madAbout(res, 0, &m.scratch)
 	m.minSc = max(sigma*0.2, 1e-4)
-	m.Phi = lag1(res, sigma)
 	if m.UsesLoad {
 		// E|r| = s·sqrt(2/π) for normal residuals: fit |r| = a' + b'·u by
 		// least squares over points within 4σ (σ from the previous pass).
@@ -553,8 +552,35 @@ func (m *Model) fitScale(pts []Point) {
 			a, b = aa*k, bb*k
 		}
 		m.scaleA, m.scaleB = a, b
-		return
+	} else {
+		m.fitHourScale(res, hours, sigma)
 	}
+	// The autocorrelation the detectors see: from the spread of successive
+	// differences of the standardised residuals against their own spread,
+	// var(Δe) = 2(1−φ)·var(e), both robustly.
+	e := make([]float64, len(res))
+	for i, r := range res {
+		sc := m.minSc
+		if m.UsesLoad {
+			sc = max(sc, m.scaleA+m.scaleB*us[i])
+		} else {
+			sc = max(sc, m.hourSc[hours[i]])
+		}
+		e[i] = r / sc
+	}
+	de := make([]float64, 0, len(e))
+	for i := 1; i < len(e); i++ {
+		de = append(de, e[i]-e[i-1])
+	}
+	se := madAbout(e, 0, &m.scratch)
+	sd := madAbout(de, 0, &m.scratch)
+	if se > 0 {
+		m.Phi = max(0, min(0.95, 1-(sd/se)*(sd/se)/2))
+	}
+}
+
+// fitHourScale fits the residual scale per UTC hour.
+func (m *Model) fitHourScale(res []float64, hours []int8, sigma float64) {
 	var byHour [24][]float64
 	for i, r := range res {
 		byHour[hours[i]] = append(byHour[hours[i]], r)
@@ -584,24 +610,6 @@ func (m *Model) fitTrailing(pts []Point) {
 	m.minSc = max(m.tscale, 0.02)
 	m.tscale = m.minSc
 	m.Phi = 0.5
-}
-
-// lag1 is the lag-1 autocorrelation of r/sigma, each clipped to ±3.
-func lag1(r []float64, sigma float64) float64 {
-	if sigma <= 0 || len(r) < 3 {
-		return 0
-	}
-	clip := func(v float64) float64 { return max(-3, min(3, v/sigma)) }
-	var s0, s1 float64
-	prev := clip(r[0])
-	s0 = prev * prev
-	for _, v := range r[1:] {
-		c := clip(v)
-		s0 += c * c
-		s1 += c * prev
-		prev = c
-	}
-	return max(0, min(0.95, s1/s0))
 }
 
 func median(v []float64) float64 {
