@@ -30,7 +30,8 @@ type DetectorOptions struct {
 	// Band is the prediction interval's half-width in residual scales: 3.
 	Band float64
 	// MinExcess is the smallest relative excess of latency over the
-	// expected that can be an incident: 0.15 (harmless shifts are under 10%).
+	// expected that can be an incident: 0.2 (harmless shifts are under 10%,
+	// and the fit's own error at an hour can add 5–10%).
 	MinExcess float64
 	// LevelHalfLife is the half-life of the cheap level update between
 	// fits: 12h.
@@ -38,6 +39,10 @@ type DetectorOptions struct {
 	// BurstMinutes is how many consecutive points must exceed the band (and
 	// the expected by 25%) for a burst: 3, so a two-minute GC pause passes.
 	BurstMinutes int
+	// SpikeExcess: two consecutive points this far over the expected
+	// (relative) and a scale over the band are a burst already: 0.75.
+	// GC-like pauses (+30% to +60% for two minutes) stay under it.
+	SpikeExcess float64
 }
 
 func (o DetectorOptions) withDefaults() DetectorOptions {
@@ -51,13 +56,16 @@ func (o DetectorOptions) withDefaults() DetectorOptions {
 		o.Band = 3
 	}
 	if o.MinExcess == 0 {
-		o.MinExcess = 0.15
+		o.MinExcess = 0.2
 	}
 	if o.LevelHalfLife == 0 {
 		o.LevelHalfLife = 12 * time.Hour
 	}
 	if o.BurstMinutes == 0 {
 		o.BurstMinutes = 3
+	}
+	if o.SpikeExcess == 0 {
+		o.SpikeExcess = 0.75
 	}
 	o.Fit = o.Fit.withDefaults()
 	return o
@@ -84,6 +92,9 @@ func (o DetectorOptions) Validate() error {
 	}
 	if o.LevelHalfLife < 0 {
 		errs = append(errs, fmt.Errorf("level_half_life %v: must not be negative", o.LevelHalfLife))
+	}
+	if o.SpikeExcess <= 0 {
+		errs = append(errs, fmt.Errorf("spike_excess %g: must be positive", o.SpikeExcess))
 	}
 	if o.BurstMinutes < 1 {
 		errs = append(errs, fmt.Errorf("burst_minutes %d: must be at least 1", o.BurstMinutes))
@@ -135,6 +146,7 @@ type Detector struct {
 	scratch []float64
 
 	burstRun   int
+	bigRun     int
 	burstOn    bool
 	burstClear int
 
@@ -222,14 +234,20 @@ func (d *Detector) Step(p Point) Output {
 	minEx := math.Log1p(d.o.MinExcess)
 	score := max(0, z) / d.o.Band
 
-	// Burst: consecutive large excesses.
+	// Burst: consecutive large excesses; or two minutes of a spike too
+	// large for a GC pause.
 	if z > d.o.Band && r > math.Log(1.25) {
 		d.burstRun++
 	} else {
 		d.burstRun = 0
 	}
+	if z > d.o.Band+1 && r > math.Log1p(d.o.SpikeExcess) {
+		d.bigRun++
+	} else {
+		d.bigRun = 0
+	}
 	switch {
-	case d.burstRun >= d.o.BurstMinutes:
+	case d.burstRun >= d.o.BurstMinutes || d.bigRun >= 2:
 		d.burstOn, d.burstClear = true, 0
 	case d.burstOn && z < d.o.Band:
 		d.burstClear++
@@ -243,7 +261,7 @@ func (d *Detector) Step(p Point) Output {
 	d.cusum = max(0, d.cusum+min(z, 4)-cusumK)
 	med15, se15 := d.medianR(15*time.Minute, m.Phi)
 	med60, se60 := d.medianR(60*time.Minute, m.Phi)
-	sig15 := med15 > minEx && med15 > 3*se15
+	sig15 := med15 > minEx && med15 > 4*se15
 	fire := (d.cusum > cusumH && sig15) || (sig15 && med60 > minEx && med60 > 3*se60)
 	switch {
 	case fire && !d.levelOn:
@@ -324,10 +342,13 @@ func (d *Detector) Step(p Point) Output {
 		d.alertSince = time.Time{}
 	}
 
-	// Cheap level update between fits: quiet points only.
-	quiet := !out.Alert && d.burstRun == 0 && d.cusum < cusumH/2 && math.Abs(z) < 2.5
-	if quiet {
-		d.level += d.alpha * r
+	// Cheap level update between fits: a slow mean of the residuals,
+	// each clipped to ±2.5 scales, skipping runs over the band (spikes).
+	// It goes on while alerting, so that a lasting change (a harmless
+	// deploy's 10%) becomes the new normal over about a half-life instead
+	// of holding its own alert up.
+	if d.burstRun == 0 && d.spikeRun == 0 {
+		d.level += d.alpha * max(-2.5*s, min(2.5*s, r))
 	}
 	p.Exclude = out.Alert || d.burstRun > 0
 	d.remember(p)
@@ -335,8 +356,8 @@ func (d *Detector) Step(p Point) Output {
 }
 
 // spike records an exceedance-run start and looks for a recurrence: three
-// starts a period apart (±1 minute), the period between 10 minutes and 2
-// hours. A spike is a run over the band by half a scale more and 60% over
+// starts a period apart (±1 minute), the period between 10 minutes and an
+// hour (what CronJobs and schedulers use). A spike is a run over the band by half a scale more and 60% over
 // the expected, which GC pauses (30–60%) do not reach.
 func (d *Detector) spike(t time.Time) {
 	cut := t.Add(-7 * time.Hour)
@@ -357,7 +378,7 @@ func (d *Detector) spike(t time.Time) {
 		if per < 10*time.Minute {
 			continue
 		}
-		if per > 2*time.Hour {
+		if per > time.Hour+2*time.Minute {
 			break
 		}
 		want := d.spikes[j].Add(-per)

@@ -36,7 +36,7 @@ func runDetect(args []string, stdout, stderr io.Writer) error {
 	outDir := fs.String("out-dir", "", "with --dir: where the outputs go")
 	var o baseline.DetectorOptions
 	fs.DurationVar(&o.RefitEvery, "refit-every", 7*24*time.Hour, "refit schedule once the model is seasonal")
-	fs.Float64Var(&o.MinExcess, "min-excess", 0.15, "smallest relative excess that can be an incident")
+	fs.Float64Var(&o.MinExcess, "min-excess", 0.2, "smallest relative excess that can be an incident")
 	fs.Float64Var(&o.Band, "band", 3, "prediction interval half-width, in residual scales")
 	if err := fs.Parse(args); err != nil {
 		return err
