@@ -40,8 +40,9 @@ type DetectorOptions struct {
 	// the expected by 25%) for a burst: 3, so a two-minute GC pause passes.
 	BurstMinutes int
 	// SpikeExcess: two consecutive points this far over the expected
-	// (relative) and a scale over the band are a burst already: 0.75.
-	// GC-like pauses (+30% to +60% for two minutes) stay under it.
+	// (relative) and a scale over the band are a burst already: 1 (a
+	// doubling). GC-like pauses (+30% to +60% for two minutes) stay under
+	// it, noise included.
 	SpikeExcess float64
 }
 
@@ -65,7 +66,7 @@ func (o DetectorOptions) withDefaults() DetectorOptions {
 		o.BurstMinutes = 3
 	}
 	if o.SpikeExcess == 0 {
-		o.SpikeExcess = 0.75
+		o.SpikeExcess = 1
 	}
 	o.Fit = o.Fit.withDefaults()
 	return o
@@ -146,6 +147,7 @@ type Detector struct {
 	scratch []float64
 
 	burstRun   int
+	burstZ     [3]float64 // z of the last three points of the run
 	bigRun     int
 	burstOn    bool
 	burstClear int
@@ -153,11 +155,13 @@ type Detector struct {
 	cusum      float64
 	levelOn    bool
 	levelKind  string
+	levelAt    time.Time // when levelKind was last decided
 	levelClear int
 
 	spread      []float64 // last spreadWindow differences: 1 when large
 	spreadSum   float64
 	spreadOn    bool
+	prevBig     float64 // the previous difference if it was large, else 0
 	spreadClear int
 
 	spikeRun   int
@@ -169,7 +173,7 @@ type Detector struct {
 }
 
 const (
-	ringSpan     = 180 * time.Minute
+	ringSpan = 180 * time.Minute
 	// Spread: of the last spreadWindow successive differences, spreadOn or
 	// more beyond spreadK of their standard deviation fire, at most
 	// spreadOff for 10 minutes clear. A null difference is that large 1.2%
@@ -238,16 +242,20 @@ func (d *Detector) Step(p Point) Output {
 	// large for a GC pause.
 	if z > d.o.Band && r > math.Log(1.25) {
 		d.burstRun++
+		d.burstZ[d.burstRun%3] = z
 	} else {
 		d.burstRun = 0
 	}
+	// Three points over the band in a row happen in AR(1) noise about once
+	// in ten days; asking their sum to reach four bands makes it rare.
+	sustained := d.burstRun >= d.o.BurstMinutes && d.burstZ[0]+d.burstZ[1]+d.burstZ[2] >= 4*d.o.Band
 	if z > d.o.Band+1 && r > math.Log1p(d.o.SpikeExcess) {
 		d.bigRun++
 	} else {
 		d.bigRun = 0
 	}
 	switch {
-	case d.burstRun >= d.o.BurstMinutes || d.bigRun >= 2:
+	case sustained || d.bigRun >= 2:
 		d.burstOn, d.burstClear = true, 0
 	case d.burstOn && z < d.o.Band:
 		d.burstClear++
@@ -265,7 +273,7 @@ func (d *Detector) Step(p Point) Output {
 	fire := (d.cusum > cusumH && sig15) || (sig15 && med60 > minEx && med60 > 3*se60)
 	switch {
 	case fire && !d.levelOn:
-		d.levelOn, d.levelClear = true, 0
+		d.levelOn, d.levelClear, d.levelAt = true, 0, p.T
 		d.levelKind = d.classify(med15, minEx)
 	case d.levelOn && (med15 < minEx/2 || med15 < se15):
 		d.levelClear++
@@ -274,8 +282,15 @@ func (d *Detector) Step(p Point) Output {
 		}
 	case d.levelOn:
 		d.levelClear = 0
+		if p.T.Sub(d.levelAt) >= 15*time.Minute {
+			// Evidence accrues: name it again (a load effect shows once
+			// load has moved).
+			d.levelKind, d.levelAt = d.classify(med15, minEx), p.T
+		}
 	}
-	score = max(score, d.cusum/cusumH*min(1, max(0, med15/minEx)))
+	if !math.IsNaN(med15) {
+		score = max(score, d.cusum/cusumH*min(1, max(0, med15/minEx)))
+	}
 
 	// Spread: mean of capped squared successive differences over a window.
 	if !d.prevT.IsZero() && p.T.Sub(d.prevT) <= 2*time.Minute {
@@ -283,6 +298,14 @@ func (d *Detector) Step(p Point) Output {
 		v := 0.0
 		if dd*dd > spreadK*spreadK*2*(1-m.Phi)*s*s {
 			v = 1
+			// Up then straight down again is one isolated spike (an
+			// outlier, a pause), not two signs of spread.
+			if d.prevBig*dd < 0 {
+				v = 0
+			}
+			d.prevBig = dd
+		} else {
+			d.prevBig = 0
 		}
 		d.spread = append(d.spread, v)
 		d.spreadSum += v
@@ -309,15 +332,17 @@ func (d *Detector) Step(p Point) Output {
 	}
 
 	// Periodic: starts of exceedance runs recurring at a fixed period.
+	// A spike counts when the level around it is normal: exceedances
+	// inside a step or a drift are not a recurrence.
 	if z > d.o.Band+0.5 && r > math.Log(1.6) {
 		d.spikeRun++
-		if d.spikeRun == 1 {
+		if d.spikeRun == 1 && !d.levelOn && !(med60 > minEx/2) {
 			d.spike(p.T)
 		}
 	} else {
 		d.spikeRun = 0
 	}
-	if d.periodOn && p.T.Sub(d.lastSpike) > 2*d.period+3*time.Minute {
+	if d.periodOn && p.T.Sub(d.lastSpike) > d.period+3*time.Minute {
 		d.periodOn, d.period = false, 0
 	}
 
@@ -344,11 +369,15 @@ func (d *Detector) Step(p Point) Output {
 
 	// Cheap level update between fits: a slow mean of the residuals,
 	// each clipped to ±2.5 scales, skipping runs over the band (spikes).
-	// It goes on while alerting, so that a lasting change (a harmless
-	// deploy's 10%) becomes the new normal over about a half-life instead
-	// of holding its own alert up.
+	// It goes on while alerting, at a quarter of the rate, so that a
+	// lasting change (a harmless deploy's 10%) becomes the new normal
+	// instead of holding its own alert up.
 	if d.burstRun == 0 && d.spikeRun == 0 {
-		d.level += d.alpha * max(-2.5*s, min(2.5*s, r))
+		a := d.alpha
+		if out.Alert {
+			a /= 4 // slower while alerting: the alert's own evidence
+		}
+		d.level += a * max(-2.5*s, min(2.5*s, r))
 	}
 	p.Exclude = out.Alert || d.burstRun > 0
 	d.remember(p)
@@ -411,12 +440,34 @@ func (d *Detector) classify(med15, minEx float64) string {
 		srr += e.r * e.r
 	}
 	if n > 60 {
+		// Jointly on load and time: a load effect must carry weight that a
+		// ramp in time does not (partial t statistic of the load term).
+		var st, stt, stR, sut float64
+		for _, e := range d.ring {
+			if math.IsNaN(e.u) {
+				continue
+			}
+			x := e.t.Sub(now).Minutes()
+			st += x
+			stt += x * x
+			stR += x * e.r
+			sut += x * e.u
+		}
 		vu := suu - su*su/n
 		vr := srr - sr*sr/n
-		cov := suR - su*sr/n
-		if vu > 0 && vr > 0 {
-			r2 := cov * cov / (vu * vr)
-			if cov > 0 && r2 > 0.5 {
+		vt := stt - st*st/n
+		cu := suR - su*sr/n
+		ct := stR - st*sr/n
+		cut := sut - su*st/n
+		det := vu*vt - cut*cut
+		if vu > 0 && vr > 0 && vt > 0 && det > 1e-12*vu*vt {
+			bu := (cu*vt - ct*cut) / det
+			bt := (ct*vu - cu*cut) / det
+			rss := vr - bu*cu - bt*ct
+			s2 := max(rss, 0) / (n - 3)
+			seU := math.Sqrt(s2 * vt / det)
+			seT := math.Sqrt(s2 * vu / det)
+			if bu > 0 && seU > 0 && bu/seU > 3 && bu/seU > math.Abs(bt)/seT {
 				return KindLoadSensitivity
 			}
 		}
