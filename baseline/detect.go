@@ -181,7 +181,7 @@ const (
 	// ×2.5 makes a third of them that large.
 	spreadWindow = 12
 	spreadK      = 2.5
-	spreadOn     = 5
+	spreadOn     = 4
 	spreadOff    = 1
 	cusumK       = 1.0
 	cusumH       = 10.0
@@ -317,6 +317,22 @@ func (d *Detector) Step(p Point) Output {
 	d.prevR, d.prevT = r, p.T
 	if len(d.spread) == spreadWindow {
 		sv := d.spreadSum
+		// Two-sided: points beyond the band on both sides within ten
+		// minutes, three at least. Outliers and bursts go up only, and a
+		// level shift moves all points one way.
+		pos, neg := 0, 0
+		from := p.T.Add(-10 * time.Minute)
+		for i := len(d.ring) - 1; i >= 0 && d.ring[i].t.After(from); i-- {
+			switch z := d.ring[i].z; {
+			case z > d.o.Band:
+				pos++
+			case z < -d.o.Band:
+				neg++
+			}
+		}
+		if pos >= 1 && neg >= 1 && pos+neg >= 3 {
+			sv = max(sv, spreadOn)
+		}
 		switch {
 		case sv >= spreadOn && !d.spreadOn:
 			d.spreadOn, d.spreadClear = true, 0
