@@ -34,6 +34,11 @@ type Thresholds struct {
 	// from 9.3 to 1.6 a day for 8 points of recall (docs/alerting.md). A
 	// negative value turns the guard off: the seed's rule alone.
 	P99NoiseK float64 `yaml:"p99_noise_k" json:"p99NoiseK"`
+	// P99MinExcess is an absolute floor: a breach must also exceed the
+	// baseline by this much, so that a millisecond model's 1 → 2 ms is not
+	// an incident. Default 2ms: on the latency-incidents bench it costs no
+	// recall (docs/baseline.md). A negative value turns the floor off.
+	P99MinExcess time.Duration `yaml:"p99_min_excess" json:"p99MinExcess"`
 
 	// LatencyStdDevJump: a window's standard deviation above (1+StdDevJump)
 	// × the median of the StdDevReference windows before it (not in a
@@ -42,6 +47,9 @@ type Thresholds struct {
 	StdDevFor       int           `yaml:"stddev_for" json:"stddevFor"`             // 2
 	StdDevReference int           `yaml:"stddev_reference" json:"stddevReference"` // 3
 	MinStdDev       time.Duration `yaml:"min_stddev" json:"minStddev"`             // 1ms
+	// StdDevMinExcess is the std-dev rule's absolute floor: a breach must
+	// also exceed the reference by this much. Default 2ms; negative: off.
+	StdDevMinExcess time.Duration `yaml:"stddev_min_excess" json:"stddevMinExcess"`
 
 	// ThroughputLatencySlopeChange: the slope of latency against throughput,
 	// fitted over the last windows, differs from the mean slope of the
@@ -78,12 +86,14 @@ func DefaultThresholds() Thresholds {
 		P99Factor:       1.3,
 		P99For:          3,
 		P99NoiseK:       3,
+		P99MinExcess:    2 * time.Millisecond,
 		BaselineWindows: 30,
 		BaselineMin:     6,
 		StdDevJump:      0.5,
 		StdDevFor:       2,
 		StdDevReference: 3,
 		MinStdDev:       time.Millisecond,
+		StdDevMinExcess: 2 * time.Millisecond,
 		SlopeK:          3,
 		SlopeFor:        2,
 		SlopeReference:  6,
@@ -127,6 +137,8 @@ func (t Thresholds) over(o Thresholds) Thresholds {
 	seti(&t.BaselineWindows, o.BaselineWindows)
 	seti(&t.BaselineMin, o.BaselineMin)
 	set(&t.P99NoiseK, o.P99NoiseK)
+	setd(&t.P99MinExcess, o.P99MinExcess)
+	setd(&t.StdDevMinExcess, o.StdDevMinExcess)
 	set(&t.StdDevJump, o.StdDevJump)
 	seti(&t.StdDevFor, o.StdDevFor)
 	seti(&t.StdDevReference, o.StdDevReference)

@@ -205,6 +205,9 @@ func (r *rules) checkP99(p99 float64, count int64) check {
 	if k := r.th.P99NoiseK; k > 0 {
 		c.threshold = max(c.threshold, base+k*1.4826*r.p99.mad(base))
 	}
+	if f := r.th.P99MinExcess.Seconds(); f > 0 {
+		c.threshold = max(c.threshold, base+f)
+	}
 	if p99 > c.threshold {
 		c.v = breach
 	}
@@ -223,6 +226,9 @@ func (r *rules) checkStdDev(w *windowstats.WindowView) check {
 	}
 	ref := r.std.median()
 	c := check{value: w.StdDev, threshold: (1 + r.th.StdDevJump) * ref, ref: ref, v: clear}
+	if f := r.th.StdDevMinExcess.Seconds(); f > 0 {
+		c.threshold = max(c.threshold, ref+f)
+	}
 	if w.StdDev > c.threshold && w.StdDev >= r.th.MinStdDev.Seconds() {
 		c.v = breach
 	}

@@ -25,6 +25,8 @@ Usage:
   inferwatch modelserver [flags]  run the demo's KServe v2 model server alone
   inferwatch load [flags]         drive open-loop load at an address
   inferwatch traces [flags]       print the last kept traces of a running sidecar as trees
+  inferwatch detect [flags] FILE  run the baseline's anomaly detectors over a NAB-format CSV
+  inferwatch baseline [flags]     fit every model's baseline from a query API, write bands back
   inferwatch version
 
 Run 'inferwatch COMMAND -h' for a command's flags.
@@ -50,6 +52,10 @@ func main() {
 		err = runLoad(args, os.Stdout)
 	case "traces":
 		err = runTraces(args, os.Stdout)
+	case "detect":
+		err = runDetect(args, os.Stdout, os.Stderr)
+	case "baseline":
+		err = runBaseline(args, os.Stderr)
 	case "version", "-version", "--version":
 		fmt.Println("inferwatch", version)
 	case "help", "-h", "--help":

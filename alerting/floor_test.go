@@ -1,0 +1,82 @@
+package alerting
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/inferwatch/inferwatch/windowstats"
+)
+
+// The absolute floors: a fast model's doubling under the floor does not
+// fire; the same doubling of a slower model, or with the floor off, does.
+func TestAbsoluteFloors(t *testing.T) {
+	off := -time.Nanosecond
+	for _, tc := range []struct {
+		name       string
+		rule       int
+		base, step float64 // seconds: the statistic before and after
+		floor      time.Duration
+		fires      bool
+	}{
+		{"p99 1 -> 2 ms, default floor", ruleP99, 0.001, 0.002, 0, false},
+		{"p99 1 -> 2 ms, floor off", ruleP99, 0.001, 0.002, off, true},
+		{"p99 10 -> 20 ms, default floor", ruleP99, 0.010, 0.020, 0, true},
+		{"p99 1 -> 4 ms, default floor", ruleP99, 0.001, 0.004, 0, true},
+		{"stddev 1 -> 2.5 ms, default floor", ruleStdDev, 0.001, 0.0025, 0, false},
+		{"stddev 1 -> 2.5 ms, floor off", ruleStdDev, 0.001, 0.0025, off, true},
+		{"stddev 4 -> 8 ms, default floor", ruleStdDev, 0.004, 0.008, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			th := DefaultThresholds().over(Thresholds{P99MinExcess: tc.floor, StdDevMinExcess: tc.floor})
+			if err := th.validate(); err != nil {
+				t.Fatal(err)
+			}
+			r := newRules(th, 30)
+			fired := false
+			for i := range 40 {
+				v := tc.base * (1 + 0.01*float64(i%3))
+				if i >= 20 {
+					v = tc.step * (1 + 0.01*float64(i%3))
+				}
+				var c check
+				if tc.rule == ruleP99 {
+					c = r.checkP99(v, int64(th.MinCount))
+				} else {
+					c = r.checkStdDev(&windowstats.WindowView{Count: int64(th.MinCount), StdDev: v})
+				}
+				r.machines[tc.rule].step(c.v, th.forWindows(tc.rule), th.HoldDown)
+				fired = fired || r.machines[tc.rule].state == StateFiring
+			}
+			if fired != tc.fires {
+				t.Fatalf("fired %v, want %v", fired, tc.fires)
+			}
+		})
+	}
+}
+
+// TestP99FloorOnLabelledIncidents is how the default floor was chosen:
+// P99OverBaseline over the latency-incidents bench with floors from none to
+// 20 ms. The default must cost no recall against no floor.
+func TestP99FloorOnLabelledIncidents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays 28 days of ten series, several times")
+	}
+	data := filepath.Join(incidentsDir, "data")
+	if _, err := os.Stat(filepath.Join(data, "incidents.json")); err != nil {
+		t.Skipf("benchmark not present: %v", err)
+	}
+	series, _ := filepath.Glob(filepath.Join(data, "model_*_p99_ms.csv"))
+	var none score
+	for _, f := range []time.Duration{-1, time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 20 * time.Millisecond} {
+		sc, _ := replayP99(t, series, DefaultThresholds().over(Thresholds{P99MinExcess: f}))
+		t.Logf("p99_min_excess %v: %s", f, sc)
+		if f < 0 {
+			none = sc
+		}
+		if f == DefaultThresholds().P99MinExcess && sc.recall < none.recall {
+			t.Errorf("the default floor %v costs recall: %.3f against %.3f without", f, sc.recall, none.recall)
+		}
+	}
+}

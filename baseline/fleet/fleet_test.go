@@ -1,0 +1,160 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferwatch/inferwatch/internal/testenv"
+)
+
+func startVictoriaMetrics(t *testing.T) string {
+	t.Helper()
+	bin := testenv.RequireBinary(t, "victoria-metrics")
+	addr := testenv.FreeAddr(t)
+	p := testenv.Start(t, bin,
+		"-httpListenAddr="+addr,
+		"-storageDataPath="+t.TempDir(),
+		"-retentionPeriod=30d",
+		"-search.latencyOffset=0s",
+		"-search.disableCache",
+		"-loggerLevel=ERROR",
+	)
+	testenv.WaitHTTP(t, p, "http://"+addr+"/health", 15*time.Second)
+	return "http://" + addr
+}
+
+// truth is the synthetic models' noise-free P99 (seconds) at t with load q.
+func truth(base, k, q, peak float64) float64 {
+	u := q / peak
+	return base * (1 + k*u*u)
+}
+
+func loadOf(t time.Time, peak float64) float64 {
+	h := float64(t.UTC().Hour()) + float64(t.UTC().Minute())/60
+	return peak * (0.15 + 0.85*math.Pow(0.5-0.5*math.Cos(2*math.Pi*(h-3)/24), 1.4))
+}
+
+// TestBandsRoundTripThroughVictoriaMetrics imports three days of two
+// models' P99 and load into a real VictoriaMetrics, runs the fleet fit
+// against its query API, and reads the bands it wrote back.
+func TestBandsRoundTripThroughVictoriaMetrics(t *testing.T) {
+	vm := startVictoriaMetrics(t)
+	now := time.Now().UTC().Truncate(time.Minute)
+	models := []struct {
+		name          string
+		base, k, peak float64
+	}{{"resnet", 0.040, 1.0, 800}, {"bert", 0.120, 0.6, 200}}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var b strings.Builder
+	for _, m := range models {
+		for i := 3 * 1440; i > 0; i-- {
+			ts := now.Add(-time.Duration(i) * time.Minute)
+			q := loadOf(ts, m.peak) * (0.95 + 0.1*rng.Float64())
+			v := truth(m.base, m.k, q, m.peak) * math.Exp(0.05*rng.NormFloat64())
+			fmt.Fprintf(&b, "test_p99_seconds{model=%q} %g %d\n", m.name, v, ts.UnixMilli())
+			fmt.Fprintf(&b, "test_qps{model=%q} %g %d\n", m.name, q, ts.UnixMilli())
+		}
+	}
+	resp, err := http.Post(vm+"/api/v1/import/prometheus", "text/plain", strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("import: %s", resp.Status)
+	}
+	flush(vm)
+
+	o := Options{QueryURL: vm, Latency: `test_p99_seconds`, Load: `test_qps`}
+	res, err := Run(context.Background(), o, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 2 {
+		t.Fatalf("results %+v, want two models", res)
+	}
+	for _, r := range res {
+		if r.Err != nil || r.Kind != "daily" || r.Points < 4000 {
+			t.Errorf("%+v: want a daily fit of about 4320 points", r)
+		}
+	}
+	flush(vm)
+
+	at := now.Add(30 * time.Minute)
+	for _, m := range models {
+		got := map[string]float64{}
+		for _, bound := range []string{"expected", "lower", "upper"} {
+			q := fmt.Sprintf(`%s{model=%q,bound=%q}`, Metric, m.name, bound)
+			v, ok := query(t, vm, q, at)
+			if !ok {
+				t.Fatalf("%s at %s: no value", q, at.Format(time.RFC3339))
+			}
+			got[bound] = v
+		}
+		want := truth(m.base, m.k, loadOf(at.Add(-24*time.Hour), m.peak), m.peak)
+		t.Logf("%s at +30m: lower %.4f expected %.4f upper %.4f (truth %.4f)", m.name, got["lower"], got["expected"], got["upper"], want)
+		if math.Abs(got["expected"]/want-1) > 0.05 {
+			t.Errorf("%s: expected %.4f, truth %.4f", m.name, got["expected"], want)
+		}
+		if !(got["lower"] < got["expected"] && got["expected"] < got["upper"]) {
+			t.Errorf("%s: band %v", m.name, got)
+		}
+	}
+}
+
+func TestOptionsNameTheField(t *testing.T) {
+	for _, tc := range []struct {
+		o     Options
+		field string
+	}{
+		{Options{QueryURL: "vm:8428"}, "query_url"},
+		{Options{QueryURL: "http://vm", ImportURL: "ftp://x"}, "import_url"},
+		{Options{QueryURL: "http://vm", Step: time.Millisecond}, "step"},
+		{Options{QueryURL: "http://vm", Horizon: time.Second}, "horizon"},
+		{Options{QueryURL: "http://vm", Band: -1}, "band"},
+	} {
+		if err := tc.o.Validate(); err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%+v: err %v, want one naming %s", tc.o, err, tc.field)
+		}
+	}
+}
+
+func flush(vm string) {
+	if resp, err := http.Get(vm + "/internal/force_flush"); err == nil {
+		resp.Body.Close()
+	}
+}
+
+func query(t *testing.T, vm, q string, at time.Time) (float64, bool) {
+	t.Helper()
+	resp, err := http.Get(vm + "/api/v1/query?query=" + url.QueryEscape(q) + "&time=" + strconv.FormatInt(at.Unix(), 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Data struct {
+			Result []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Data.Result) != 1 {
+		return 0, false
+	}
+	s, _ := r.Data.Result[0].Value[1].(string)
+	v, err := strconv.ParseFloat(s, 64)
+	return v, err == nil
+}

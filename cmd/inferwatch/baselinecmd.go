@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/inferwatch/inferwatch/baseline/fleet"
+)
+
+// runBaseline is the baseline command: the fleet-wide fit on a schedule.
+func runBaseline(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("baseline", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o fleet.Options
+	fs.StringVar(&o.QueryURL, "url", "", "query API base URL (VictoriaMetrics or Prometheus), e.g. http://vm:8428")
+	fs.StringVar(&o.ImportURL, "import-url", "", "VictoriaMetrics base URL the bands are imported into (default: --url)")
+	fs.StringVar(&o.Latency, "latency", "", "PromQL of each model's latency in seconds (default: P99 of inferwatch_request_duration_seconds)")
+	fs.StringVar(&o.Load, "load", "", "PromQL of each model's request rate ('-': none)")
+	fs.StringVar(&o.Label, "label", "model", "the label naming the model")
+	fs.DurationVar(&o.Lookback, "lookback", 14*24*time.Hour, "history fitted")
+	fs.DurationVar(&o.Step, "step", time.Minute, "resolution of history and bands")
+	fs.DurationVar(&o.Horizon, "horizon", time.Hour, "bands written ahead; at least --every")
+	every := fs.Duration("every", time.Hour, "how often to refit and write")
+	once := fs.Bool("once", false, "fit and write once, then exit")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if o.QueryURL == "" {
+		return errors.New("baseline: --url is required")
+	}
+	if err := o.Validate(); err != nil {
+		return fmt.Errorf("baseline: %w", err)
+	}
+	if !*once && (*every <= 0 || *every > o.Horizon) {
+		return fmt.Errorf("baseline: every %v: must be positive and at most horizon %v, or bands run out between runs", *every, o.Horizon)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	for {
+		res, err := fleet.Run(ctx, o, time.Now())
+		if err != nil {
+			if *once {
+				return err
+			}
+			fmt.Fprintln(stderr, "baseline:", err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				fmt.Fprintf(stderr, "baseline: %s: %d points: %v\n", r.Model, r.Points, r.Err)
+				continue
+			}
+			fmt.Fprintf(stderr, "baseline: %s: %d points, %s model, bands written for %v\n", r.Model, r.Points, r.Kind, o.Horizon)
+		}
+		if *once {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(*every):
+		}
+	}
+}
