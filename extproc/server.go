@@ -40,6 +40,10 @@ const (
 	// BodyFullDuplex is FULL_DUPLEX_STREAMED: each body chunk is answered
 	// with the same bytes in a StreamedBodyResponse, which Envoy forwards.
 	BodyFullDuplex
+	// BodyGRPC is Envoy's GRPC mode (not yet implemented in Envoy, in the
+	// API since 1.36): each body message is one gRPC message without its
+	// 5-byte prefix, answered like FULL_DUPLEX_STREAMED.
+	BodyGRPC
 )
 
 // Defaults of Options.
@@ -160,13 +164,13 @@ func (st *stream) answer(req *extprocv3.ProcessingRequest) *extprocv3.Processing
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
 		return answerResponseHeaders
 	case *extprocv3.ProcessingRequest_RequestBody:
-		if st.reqMode == BodyFullDuplex {
+		if st.reqMode != BodyBuffered {
 			return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
 				RequestBody: &extprocv3.BodyResponse{Response: streamedBody(r.RequestBody)}}}
 		}
 		return answerRequestBody
 	case *extprocv3.ProcessingRequest_ResponseBody:
-		if st.respMode == BodyFullDuplex {
+		if st.respMode != BodyBuffered {
 			return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
 				ResponseBody: &extprocv3.BodyResponse{Response: streamedBody(r.ResponseBody)}}}
 		}
@@ -247,8 +251,11 @@ func (st *stream) modes(pc *extprocv3.ProtocolConfiguration) {
 }
 
 func modeOf(m filterv3.ProcessingMode_BodySendMode) BodyMode {
-	if m == filterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
+	switch m {
+	case filterv3.ProcessingMode_FULL_DUPLEX_STREAMED:
 		return BodyFullDuplex
+	case filterv3.ProcessingMode_GRPC:
+		return BodyGRPC
 	}
 	return BodyBuffered
 }
