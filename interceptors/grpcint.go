@@ -189,24 +189,26 @@ func (s *serverStream) SendMsg(m any) error {
 }
 
 // clientTrace runs the trace hook on the outgoing metadata and sends the
-// resulting context to the server.
+// resulting context to the server: traceparent names the client's span
+// towards the server as the parent, as the sidecar does upstream.
 func (r *Recorder) clientTrace(ctx context.Context, c *record.Call) context.Context {
 	if r.tracer == nil {
 		return ctx
 	}
-	md, _ := metadata.FromOutgoingContext(ctx)
+	md, ok := metadata.FromOutgoingContext(ctx) // a copy
+	if !ok {
+		md = metadata.MD{}
+	}
 	h := traceHeader(md)
 	r.traceStart(c, h)
-	kv := make([]string, 0, 4)
 	for _, k := range traceKeys {
-		if v := h[http.CanonicalHeaderKey(k)]; len(v) > 0 && md[k] == nil {
-			kv = append(kv, k, v[0])
+		if v := h[http.CanonicalHeaderKey(k)]; len(v) > 0 {
+			md.Set(k, v...)
+		} else {
+			delete(md, k)
 		}
 	}
-	if len(kv) == 0 {
-		return ctx
-	}
-	return metadata.AppendToOutgoingContext(ctx, kv...)
+	return metadata.NewOutgoingContext(ctx, md)
 }
 
 // UnaryClientInterceptor records every unary call a grpc-go client makes:
