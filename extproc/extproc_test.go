@@ -520,3 +520,23 @@ func TestAnswersNeverWaitOnASink(t *testing.T) {
 	}
 	t.Logf("worst answer %v with %d records dropped", worst, p.Dropped())
 }
+
+// TestTwoServersShareAMetricSet: servers on one metric set (two listeners of
+// one process) share the error counters instead of failing to register them.
+func TestTwoServersShareAMetricSet(t *testing.T) {
+	set := metricset.New(metricset.Options{})
+	p := record.NewPipeline(4, record.Sinks{}, nil)
+	defer p.Close()
+	a, err := New(Options{Pipeline: p, Metrics: set.Metrics()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Options{Pipeline: p, Metrics: set.Metrics()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.fault(kindOutOfOrder, "test")
+	if b.Errors("out_of_order") != 1 {
+		t.Fatalf("counters not shared: %d", b.Errors("out_of_order"))
+	}
+}

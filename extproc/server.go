@@ -104,7 +104,7 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{o: o, budget: callcap.NewBudget(o.CaptureBudget), sampler: callcap.NewSampler(o.DecodeSample)}
 	for k := range s.faults {
-		s.faults[k].counter = o.Metrics.NewCounter(fmt.Sprintf(`inferwatch_extproc_errors_total{kind=%q}`, kindNames[k]))
+		s.faults[k].counter = o.Metrics.GetOrCreateCounter(fmt.Sprintf(`inferwatch_extproc_errors_total{kind=%q}`, kindNames[k]))
 	}
 	return s, nil
 }
