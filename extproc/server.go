@@ -29,7 +29,7 @@ type TraceHook interface {
 }
 
 // BodyMode is how Envoy sends bodies when its first message does not say
-// (protocol_config, sent by Envoy since 1.33).
+// (protocol_config, which older Envoy releases do not send).
 type BodyMode int
 
 // Body modes that change what an answer must carry.
@@ -40,9 +40,9 @@ const (
 	// BodyFullDuplex is FULL_DUPLEX_STREAMED: each body chunk is answered
 	// with the same bytes in a StreamedBodyResponse, which Envoy forwards.
 	BodyFullDuplex
-	// BodyGRPC is Envoy's GRPC mode (not yet implemented in Envoy, in the
-	// API since 1.36): each body message is one gRPC message without its
-	// 5-byte prefix, answered like FULL_DUPLEX_STREAMED.
+	// BodyGRPC is Envoy's GRPC mode (in the API of go-control-plane
+	// v1.40.0, not yet implemented in Envoy): each body message is one gRPC
+	// message without its 5-byte prefix, answered like FULL_DUPLEX_STREAMED.
 	BodyGRPC
 )
 
