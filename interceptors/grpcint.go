@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/inferwatch/inferwatch/inferapi"
@@ -95,17 +93,17 @@ func (r *Recorder) end(ctx context.Context, c *record.Call, err error, client bo
 		c.ResponseEnd = c.End
 	}
 	c.Code = grpcCode(err)
-	if client && err != nil {
-		switch status.Code(err) {
-		case codes.Canceled:
+	switch c.Code {
+	case "CANCELLED":
+		if client || ctx.Err() != nil {
 			c.ErrorKind = record.ErrClientCancel
-		case codes.DeadlineExceeded:
-			c.ErrorKind = record.ErrTimeout
-		case codes.Unavailable:
+		}
+	case "DEADLINE_EXCEEDED":
+		c.ErrorKind = record.ErrTimeout
+	case "UNAVAILABLE":
+		if client {
 			c.ErrorKind = record.ErrUpstreamUnavailable
 		}
-	} else if err != nil && ctx.Err() != nil && status.Code(err) == codes.Canceled {
-		c.ErrorKind = record.ErrClientCancel
 	}
 	c.Stream = c.Stream || c.RequestMessages > 1 || c.ResponseMessages > 1
 	r.pipeline.Submit(c)
