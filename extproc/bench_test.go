@@ -45,6 +45,7 @@ func BenchmarkExtProcCore(b *testing.B) {
 	}
 	msgs := benchCall(false)
 	b.ReportAllocs()
+	cpu := processCPU(b)
 	for b.Loop() {
 		st := newStream(srv)
 		for _, m := range msgs {
@@ -60,6 +61,7 @@ func BenchmarkExtProcCore(b *testing.B) {
 		}
 		st.finish(time.Now(), true)
 	}
+	reportCPU(b, cpu)
 }
 
 // BenchmarkExtProcGRPC is a whole call over real gRPC on loopback, one
@@ -86,6 +88,7 @@ func BenchmarkExtProcGRPC(b *testing.B) {
 			msgs := benchCall(bc.observe)
 			lat := make([]time.Duration, 0, 5*b.N)
 			b.ReportAllocs()
+			cpu := processCPU(b)
 			for b.Loop() {
 				st, err := h.client.Process(context.Background())
 				if err != nil {
@@ -109,6 +112,7 @@ func BenchmarkExtProcGRPC(b *testing.B) {
 				}
 			}
 			b.StopTimer()
+			reportCPU(b, cpu)
 			if len(lat) > 0 {
 				slices.Sort(lat)
 				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "answer-p99-µs")

@@ -3,8 +3,8 @@
 // Envoy's ext_proc HTTP filter streams each request's headers, bodies and
 // trailers to. It observes and never mutates: in the ordinary (synchronous)
 // mode every message gets its answer at once, an empty CommonResponse (in
-// FULL_DUPLEX_STREAMED body mode the chunk handed back unchanged, as that
-// mode requires), before anything is measured; in observability mode
+// the FULL_DUPLEX_STREAMED and GRPC body modes the chunk handed back
+// unchanged, as those modes require), before anything is measured; in observability mode
 // (asynchronous) nothing is answered.
 //
 // From the messages it builds the same record.Call the proxy builds: model

@@ -193,6 +193,22 @@ func TestSequences(t *testing.T) {
 			},
 		},
 		{
+			name: "GRPC body mode, de-framed messages",
+			msgs: []*extprocv3.ProcessingRequest{
+				grpcMode(grpcHdr(false)), reqBody(greq[5:], true),
+				grpcRespHdr(), respBody(gresp[5:], false), okTrailers(),
+			},
+			answers: []string{"request_headers", "request_body", "response_headers", "response_body", "response_trailers"},
+			check: func(t *testing.T, c *record.Call, answers []*extprocv3.ProcessingResponse) {
+				if sr := answers[1].GetRequestBody().GetResponse().GetBodyMutation().GetStreamedResponse(); sr == nil || !bytes.Equal(sr.GetBody(), greq[5:]) {
+					t.Errorf("GRPC-mode message not handed back unchanged")
+				}
+				if c.Model != "mlp" || c.BatchSize != 4 || c.RequestMessages != 1 || c.RequestBytes != int64(len(greq)) || c.ResponseBytes != int64(len(gresp)) || c.OutputCount != 1 {
+					t.Errorf("record: model %q batch %d msgs %d bytes %d/%d outputs %d", c.Model, c.BatchSize, c.RequestMessages, c.RequestBytes, c.ResponseBytes, c.OutputCount)
+				}
+			},
+		},
+		{
 			name: "request trailers end the request",
 			msgs: []*extprocv3.ProcessingRequest{
 				reqHeaders(headers(false, ":method", "POST", ":path", "/v2/models/mlp/infer", "content-type", "application/json")),
@@ -503,4 +519,24 @@ func TestAnswersNeverWaitOnASink(t *testing.T) {
 		t.Fatalf("an answer took %v with a blocked sink", worst)
 	}
 	t.Logf("worst answer %v with %d records dropped", worst, p.Dropped())
+}
+
+// TestTwoServersShareAMetricSet: servers on one metric set (two listeners of
+// one process) share the error counters instead of failing to register them.
+func TestTwoServersShareAMetricSet(t *testing.T) {
+	set := metricset.New(metricset.Options{})
+	p := record.NewPipeline(4, record.Sinks{}, nil)
+	defer p.Close()
+	a, err := New(Options{Pipeline: p, Metrics: set.Metrics()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Options{Pipeline: p, Metrics: set.Metrics()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.fault(kindOutOfOrder, "test")
+	if b.Errors("out_of_order") != 1 {
+		t.Fatalf("counters not shared: %d", b.Errors("out_of_order"))
+	}
 }

@@ -66,6 +66,7 @@ func FuzzProcessingSequence(f *testing.F) {
 		{withAttrs(reqHeaders(headers(false, ":method", "POST", ":path", "/v2/models/m/infer", "content-type", "application/json")), map[string]any{"request.time": time.Now().UTC().Format(time.RFC3339Nano)}),
 			reqBody([]byte(jsonReq), true), withAttrs(respHeaders(headers(false, ":status", "200", "content-type", "application/json")), map[string]any{"response.code": 200, "upstream.address": "1.2.3.4:80"}), respBody([]byte(jsonResp), true)},
 		{reqBody([]byte("x"), true), reqHeaders(headers(true, ":path", "/"))},
+		{grpcMode(reqHeaders(headers(false, ":method", "POST", ":path", inferPath, "content-type", "application/grpc"))), reqBody(greq[5:], true), respHeaders(headers(false, ":status", "200", "content-type", "application/grpc")), respBody(gresp[5:], false), respTrailers("grpc-status", "0")},
 	}
 	for i, s := range seeds {
 		f.Add(encodeSequence(s, i%2 == 0))

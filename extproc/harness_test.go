@@ -186,6 +186,14 @@ func fullDuplex(m *extprocv3.ProcessingRequest) *extprocv3.ProcessingRequest {
 	return m
 }
 
+func grpcMode(m *extprocv3.ProcessingRequest) *extprocv3.ProcessingRequest {
+	m.ProtocolConfig = &extprocv3.ProtocolConfiguration{
+		RequestBodyMode:  filterv3.ProcessingMode_GRPC,
+		ResponseBodyMode: filterv3.ProcessingMode_GRPC,
+	}
+	return m
+}
+
 func observability(ms []*extprocv3.ProcessingRequest) []*extprocv3.ProcessingRequest {
 	for _, m := range ms {
 		m.ObservabilityMode = true

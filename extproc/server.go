@@ -29,7 +29,7 @@ type TraceHook interface {
 }
 
 // BodyMode is how Envoy sends bodies when its first message does not say
-// (protocol_config, sent by Envoy since 1.33).
+// (protocol_config, which older Envoy releases do not send).
 type BodyMode int
 
 // Body modes that change what an answer must carry.
@@ -40,6 +40,10 @@ const (
 	// BodyFullDuplex is FULL_DUPLEX_STREAMED: each body chunk is answered
 	// with the same bytes in a StreamedBodyResponse, which Envoy forwards.
 	BodyFullDuplex
+	// BodyGRPC is Envoy's GRPC mode (in the API of go-control-plane
+	// v1.40.0, not yet implemented in Envoy): each body message is one gRPC
+	// message without its 5-byte prefix, answered like FULL_DUPLEX_STREAMED.
+	BodyGRPC
 )
 
 // Defaults of Options.
@@ -100,7 +104,7 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{o: o, budget: callcap.NewBudget(o.CaptureBudget), sampler: callcap.NewSampler(o.DecodeSample)}
 	for k := range s.faults {
-		s.faults[k].counter = o.Metrics.NewCounter(fmt.Sprintf(`inferwatch_extproc_errors_total{kind=%q}`, kindNames[k]))
+		s.faults[k].counter = o.Metrics.GetOrCreateCounter(fmt.Sprintf(`inferwatch_extproc_errors_total{kind=%q}`, kindNames[k]))
 	}
 	return s, nil
 }
@@ -160,13 +164,13 @@ func (st *stream) answer(req *extprocv3.ProcessingRequest) *extprocv3.Processing
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
 		return answerResponseHeaders
 	case *extprocv3.ProcessingRequest_RequestBody:
-		if st.reqMode == BodyFullDuplex {
+		if st.reqMode != BodyBuffered {
 			return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
 				RequestBody: &extprocv3.BodyResponse{Response: streamedBody(r.RequestBody)}}}
 		}
 		return answerRequestBody
 	case *extprocv3.ProcessingRequest_ResponseBody:
-		if st.respMode == BodyFullDuplex {
+		if st.respMode != BodyBuffered {
 			return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
 				ResponseBody: &extprocv3.BodyResponse{Response: streamedBody(r.ResponseBody)}}}
 		}
@@ -247,8 +251,11 @@ func (st *stream) modes(pc *extprocv3.ProtocolConfiguration) {
 }
 
 func modeOf(m filterv3.ProcessingMode_BodySendMode) BodyMode {
-	if m == filterv3.ProcessingMode_FULL_DUPLEX_STREAMED {
+	switch m {
+	case filterv3.ProcessingMode_FULL_DUPLEX_STREAMED:
 		return BodyFullDuplex
+	case filterv3.ProcessingMode_GRPC:
+		return BodyGRPC
 	}
 	return BodyBuffered
 }

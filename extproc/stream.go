@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"encoding/binary"
 	"net/http"
 	"strconv"
 	"strings"
@@ -95,8 +96,7 @@ func (st *stream) observe(req *extprocv3.ProcessingRequest, now, sent time.Time)
 		}
 		b := r.RequestBody
 		st.reqBody = true
-		st.rec.RequestBytes += int64(len(b.GetBody()))
-		st.feed(true, b.GetBody())
+		st.rec.RequestBytes += st.feed(true, b.GetBody())
 		if b.GetEndOfStream() {
 			st.requestDone(now, sent)
 		}
@@ -113,8 +113,7 @@ func (st *stream) observe(req *extprocv3.ProcessingRequest, now, sent time.Time)
 		}
 		b := r.ResponseBody
 		st.respBody = true
-		st.rec.ResponseBytes += int64(len(b.GetBody()))
-		st.feed(false, b.GetBody())
+		st.rec.ResponseBytes += st.feed(false, b.GetBody())
 		if b.GetEndOfStream() {
 			st.responseDone(now, sent)
 		}
@@ -294,11 +293,26 @@ func (st *stream) responseDone(now, sent time.Time) {
 	st.respAt = sent
 }
 
-// feed hands body bytes to the direction's scanner or capture.
-func (st *stream) feed(request bool, p []byte) {
-	scan, stop, capt := st.reqScan, &st.reqStop, st.reqCap
+// feed hands body bytes to the direction's scanner or capture and returns
+// how many bytes they are on the wire: in Envoy's GRPC body mode a body is
+// one gRPC message without its length prefix, which the scanner (and the
+// byte count, to match the sidecar's) gets back.
+func (st *stream) feed(request bool, p []byte) int64 {
+	scan, stop, capt, mode := st.reqScan, &st.reqStop, st.reqCap, st.reqMode
 	if !request {
-		scan, stop, capt = st.respScan, &st.respStop, st.respCap
+		scan, stop, capt, mode = st.respScan, &st.respStop, st.respCap, st.respMode
+	}
+	wire := int64(len(p))
+	if mode == BodyGRPC && st.grpc {
+		var prefix [5]byte
+		binary.BigEndian.PutUint32(prefix[1:], uint32(len(p)))
+		wire += int64(len(prefix))
+		if scan != nil && !*stop {
+			if err := scan.Feed(prefix[:]); err != nil {
+				*stop = true
+				st.s.fault(kindOversizeBody, "gRPC message in the body over max_message_bytes; not scanned further", "limit_bytes", st.s.o.MaxMessageBytes)
+			}
+		}
 	}
 	if scan != nil && !*stop {
 		if err := scan.Feed(p); err != nil {
@@ -307,6 +321,7 @@ func (st *stream) feed(request bool, p []byte) {
 		}
 	}
 	capt.Write(p)
+	return wire
 }
 
 // attributes reads the Envoy attributes the record uses.

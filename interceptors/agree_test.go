@@ -198,7 +198,8 @@ func TestGRPCInterceptorsAgreeWithSidecar(t *testing.T) {
 		if c[i].End < s[i].End || c[i].End-s[i].End > networkShare {
 			t.Errorf("%s: client %v, sidecar %v: not nested within the network share", what, c[i].End, s[i].End)
 		}
-		if a[i].TraceID != c[i].TraceID || a[i].TraceID == ([16]byte{}) || a[i].ParentSpanID == ([8]byte{}) {
+		if a[i].TraceID != c[i].TraceID || a[i].TraceID == ([16]byte{}) || a[i].ParentSpanID != c[i].UpstreamSpanID ||
+			c[i].ParentSpanID != [8]byte{0xb7, 0xad, 0x6b, 0x71, 0x69, 0x20, 0x33, 0x31} {
 			t.Errorf("%s: server trace %x parent %x, client trace %x: context not carried", what, a[i].TraceID, a[i].ParentSpanID, c[i].TraceID)
 		}
 	}

@@ -90,11 +90,16 @@ func (h *StatsHandler) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	}
 }
 
+// grpcCode names the status an RPC ended with; a handler's bare context
+// error counts as the status grpc-go sends for it.
 func grpcCode(err error) string {
 	if err == nil {
 		return "OK"
 	}
-	return record.GRPCCodeName(int(status.Code(err)))
+	if st, ok := status.FromError(err); ok {
+		return record.GRPCCodeName(int(st.Code()))
+	}
+	return record.GRPCCodeName(int(status.FromContextError(err).Code()))
 }
 
 func fillRequest(c *record.Call, m *inference.ModelInferRequest) {

@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/inferwatch/inferwatch/inferapi"
@@ -95,17 +93,17 @@ func (r *Recorder) end(ctx context.Context, c *record.Call, err error, client bo
 		c.ResponseEnd = c.End
 	}
 	c.Code = grpcCode(err)
-	if client && err != nil {
-		switch status.Code(err) {
-		case codes.Canceled:
+	switch c.Code {
+	case "CANCELLED":
+		if client || ctx.Err() != nil {
 			c.ErrorKind = record.ErrClientCancel
-		case codes.DeadlineExceeded:
-			c.ErrorKind = record.ErrTimeout
-		case codes.Unavailable:
+		}
+	case "DEADLINE_EXCEEDED":
+		c.ErrorKind = record.ErrTimeout
+	case "UNAVAILABLE":
+		if client {
 			c.ErrorKind = record.ErrUpstreamUnavailable
 		}
-	} else if err != nil && ctx.Err() != nil && status.Code(err) == codes.Canceled {
-		c.ErrorKind = record.ErrClientCancel
 	}
 	c.Stream = c.Stream || c.RequestMessages > 1 || c.ResponseMessages > 1
 	r.pipeline.Submit(c)
@@ -189,24 +187,26 @@ func (s *serverStream) SendMsg(m any) error {
 }
 
 // clientTrace runs the trace hook on the outgoing metadata and sends the
-// resulting context to the server.
+// resulting context to the server: traceparent names the client's span
+// towards the server as the parent, as the sidecar does upstream.
 func (r *Recorder) clientTrace(ctx context.Context, c *record.Call) context.Context {
 	if r.tracer == nil {
 		return ctx
 	}
-	md, _ := metadata.FromOutgoingContext(ctx)
+	md, ok := metadata.FromOutgoingContext(ctx) // a copy
+	if !ok {
+		md = metadata.MD{}
+	}
 	h := traceHeader(md)
 	r.traceStart(c, h)
-	kv := make([]string, 0, 4)
 	for _, k := range traceKeys {
-		if v := h[http.CanonicalHeaderKey(k)]; len(v) > 0 && md[k] == nil {
-			kv = append(kv, k, v[0])
+		if v := h[http.CanonicalHeaderKey(k)]; len(v) > 0 {
+			md.Set(k, v...)
+		} else {
+			delete(md, k)
 		}
 	}
-	if len(kv) == 0 {
-		return ctx
-	}
-	return metadata.AppendToOutgoingContext(ctx, kv...)
+	return metadata.NewOutgoingContext(ctx, md)
 }
 
 // UnaryClientInterceptor records every unary call a grpc-go client makes:

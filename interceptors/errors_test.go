@@ -1,0 +1,94 @@
+package interceptors
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/inferwatch/inferwatch/proto/inference"
+	"github.com/inferwatch/inferwatch/record"
+)
+
+type failingModel struct {
+	inference.UnimplementedGRPCInferenceServiceServer
+}
+
+func (failingModel) ModelInfer(ctx context.Context, r *inference.ModelInferRequest) (*inference.ModelInferResponse, error) {
+	switch r.ModelName {
+	case "missing":
+		return nil, status.Error(codes.NotFound, "no such model")
+	case "slow":
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+		}
+		return nil, ctx.Err()
+	}
+	return &inference.ModelInferResponse{ModelName: r.ModelName}, nil
+}
+
+// TestUnaryInterceptorCodes: both sides record the status the call ended
+// with, and the client side says why it failed on its side.
+func TestUnaryInterceptorCodes(t *testing.T) {
+	srvRec, srvCol := newRecorder(t)
+	cliRec, cliCol := newRecorder(t)
+	g := grpc.NewServer(grpc.UnaryInterceptor(srvRec.UnaryServerInterceptor()))
+	inference.RegisterGRPCInferenceServiceServer(g, failingModel{})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(l)
+	defer g.Stop()
+	cc, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUnaryInterceptor(cliRec.UnaryClientInterceptor()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	client := inference.NewGRPCInferenceServiceClient(cc)
+	tests := []struct {
+		model      string
+		timeout    time.Duration
+		code       string
+		clientKind record.ErrorKind
+	}{
+		{"ok", 0, "OK", record.ErrNone},
+		{"missing", 0, "NOT_FOUND", record.ErrNone},
+		{"slow", 20 * time.Millisecond, "DEADLINE_EXCEEDED", record.ErrTimeout},
+	}
+	for _, tt := range tests {
+		ctx := context.Background()
+		if tt.timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, tt.timeout)
+			defer cancel()
+		}
+		_, err := client.ModelInfer(ctx, &inference.ModelInferRequest{ModelName: tt.model})
+		if got := record.GRPCCodeName(int(status.Code(err))); got != tt.code {
+			t.Fatalf("%s: call ended %v, want %s", tt.model, err, tt.code)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // the slow handler returns after the client gave up
+	g.GracefulStop()
+	srvRec.Close(context.Background())
+	cliRec.Close(context.Background())
+	srv, cli := srvCol.all(), cliCol.all()
+	if len(srv) != len(tests) || len(cli) != len(tests) {
+		t.Fatalf("records: server %d client %d", len(srv), len(cli))
+	}
+	for i, tt := range tests {
+		if cli[i].Model != tt.model || cli[i].Code != tt.code || cli[i].ErrorKind != tt.clientKind {
+			t.Errorf("client record %d: model %q code %q kind %q", i, cli[i].Model, cli[i].Code, cli[i].ErrorKind)
+		}
+		if srv[i].Model != tt.model || (srv[i].Code != tt.code && !(tt.model == "slow" && srv[i].Code == "CANCELLED")) {
+			t.Errorf("server record %d: model %q code %q", i, srv[i].Model, srv[i].Code)
+		}
+	}
+}
