@@ -37,12 +37,13 @@ type Options struct {
 	// costs nothing per call, and runs only when an alert is captured. The
 	// facts are the upstream process's, shared by every model it serves.
 	Host func(model, version string, from, to time.Time) *HostBreakdown
-	// Baseline, when set, gives a model's seasonal P99 band (seconds) at a
-	// window's end and QPS, from a fitted baseline.Model; ok is false while
-	// the model's history is too short (under two cycles), and then
+	// Baseline, when set, sees every closed window of a model (so it can
+	// keep its history) and gives the model's seasonal P99 band (seconds)
+	// for it, at its end and QPS, from a fitted baseline.Model; ok is false
+	// while the model's history is too short (under two cycles), and then
 	// P99OverBaseline keeps its trailing median. It runs under the engine's
 	// lock on the Tick goroutine, so it must answer from memory.
-	Baseline func(model, version string, at time.Time, qps float64) (expected, upper float64, ok bool)
+	Baseline func(model, version string, w *windowstats.WindowView) (expected, upper float64, ok bool)
 	// Labels are added to every alert's labels (instance, pod, namespace).
 	Labels       map[string]string
 	GeneratorURL string
@@ -204,7 +205,7 @@ func (e *Engine) state(v *windowstats.ModelView) *modelState {
 // Options.Baseline has one for the model, else against the trailing median.
 func (e *Engine) checkP99(ms *modelState, w *windowstats.WindowView) check {
 	if e.o.Baseline != nil {
-		if exp, up, ok := e.o.Baseline(ms.key.model, ms.key.version, w.End(), w.QPS); ok {
+		if exp, up, ok := e.o.Baseline(ms.key.model, ms.key.version, w); ok {
 			return ms.rules.checkP99Band(w.P99, w.Count, exp, up)
 		}
 	}

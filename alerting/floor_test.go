@@ -139,10 +139,10 @@ func TestEngineUsesSeasonalBaseline(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			calls := 0
-			s := newSim(t, Options{Baseline: func(model, version string, at time.Time, qps float64) (float64, float64, bool) {
+			s := newSim(t, Options{Baseline: func(model, version string, w *windowstats.WindowView) (float64, float64, bool) {
 				calls++
-				if model != "m" || version != "1" || qps <= 0 {
-					t.Errorf("Baseline(%q, %q, %v, %v)", model, version, at, qps)
+				if model != "m" || version != "1" || w.QPS <= 0 || w.P99 <= 0 {
+					t.Errorf("Baseline(%q, %q, %+v)", model, version, w)
 				}
 				return 1.0, 2.0, tc.ok // a band of seconds: the spike is well inside it
 			}})
