@@ -63,7 +63,7 @@ func (o Options) Validate() error {
 	o = o.withDefaults()
 	var errs []error
 	if o.Span < 2*24*time.Hour {
-		errs = append(errs, fmt.Errorf("span %v: must be at least 48h (two daily cycles)", o.Span))
+		errs = append(errs, fmt.Errorf("history %v: must be at least 48h (two daily cycles)", o.Span))
 	}
 	if o.Resolution < time.Second || o.Resolution > time.Hour {
 		errs = append(errs, fmt.Errorf("resolution %v: must be 1s..1h", o.Resolution))
@@ -257,6 +257,14 @@ func (h *Seasonal) Bands() map[[2]string]Band {
 		out[mv] = b
 	}
 	return out
+}
+
+// Band returns the last band given for a model.
+func (h *Seasonal) Band(model, version string) (Band, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	b, ok := h.bands[key(model, version)]
+	return b, ok
 }
 
 // Len returns the points kept for a model.

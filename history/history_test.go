@@ -112,7 +112,7 @@ func TestOptionsNameTheField(t *testing.T) {
 		o     Options
 		field string
 	}{
-		{Options{Span: time.Hour}, "span"},
+		{Options{Span: time.Hour}, "history"},
 		{Options{Resolution: time.Millisecond}, "resolution"},
 		{Options{MaxModels: -1}, "max_models"},
 		{Options{RefitEvery: time.Minute}, "refit_every"},
