@@ -713,11 +713,10 @@ func madAbout(v []float64, c float64, scratch *[]float64) float64 {
 	return medianInPlace(s)
 }
 
+// quantile is the q-quantile (nearest rank below) of v, by selection.
 func quantile(v []float64, q float64) float64 {
 	if len(v) == 0 {
 		return 0
 	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[int(q*float64(len(s)-1))]
+	return nth(slices.Clone(v), int(q*float64(len(v)-1)))
 }
