@@ -37,6 +37,13 @@ type Options struct {
 	// costs nothing per call, and runs only when an alert is captured. The
 	// facts are the upstream process's, shared by every model it serves.
 	Host func(model, version string, from, to time.Time) *HostBreakdown
+	// Baseline, when set, sees every closed window of a model (so it can
+	// keep its history) and gives the model's seasonal P99 band (seconds)
+	// for it, at its end and QPS, from a fitted baseline.Model; ok is false
+	// while the model's history is too short (under two cycles), and then
+	// P99OverBaseline keeps its trailing median. It runs under the engine's
+	// lock on the Tick goroutine, so it must answer from memory.
+	Baseline func(model, version string, w *windowstats.WindowView) (expected, upper float64, ok bool)
 	// Labels are added to every alert's labels (instance, pod, namespace).
 	Labels       map[string]string
 	GeneratorURL string
@@ -194,6 +201,17 @@ func (e *Engine) state(v *windowstats.ModelView) *modelState {
 	return ms
 }
 
+// checkP99 judges P99OverBaseline against the seasonal band when
+// Options.Baseline has one for the model, else against the trailing median.
+func (e *Engine) checkP99(ms *modelState, w *windowstats.WindowView) check {
+	if e.o.Baseline != nil {
+		if exp, up, ok := e.o.Baseline(ms.key.model, ms.key.version, w); ok {
+			return ms.rules.checkP99Band(w.P99, w.Count, exp, up)
+		}
+	}
+	return ms.rules.checkP99(w.P99, w.Count)
+}
+
 // evaluate runs the rules on one closed window. Held: e.mu.
 func (e *Engine) evaluate(ms *modelState, w *windowstats.WindowView, out []Alert) []Alert {
 	r := ms.rules
@@ -201,7 +219,7 @@ func (e *Engine) evaluate(ms *modelState, w *windowstats.WindowView, out []Alert
 	at := w.End()
 	checks := [numRules]check{
 		ruleMean:   r.checkMean(w),
-		ruleP99:    r.checkP99(w.P99, w.Count),
+		ruleP99:    e.checkP99(ms, w),
 		ruleStdDev: r.checkStdDev(w),
 		ruleSlope:  r.checkSlope(w.Fit),
 	}

@@ -80,3 +80,86 @@ func TestP99FloorOnLabelledIncidents(t *testing.T) {
 		}
 	}
 }
+
+// A load-proportional rise: P99 doubles as traffic climbs from quiet to
+// busy over twenty windows. The trailing median fires on it; the seasonal
+// band, which expects latency to follow load, does not, yet still fires on
+// a real +60% on top.
+func TestP99SeasonalBandFollowsLoad(t *testing.T) {
+	const base, k = 0.040, 1.0
+	expect := func(u float64) float64 { return base * (1 + k*u*u) }
+	for _, tc := range []struct {
+		name     string
+		seasonal bool
+		incident float64 // multiplier from window 40 on
+		fires    bool
+	}{
+		{"trailing median, load rise", false, 1, true},
+		{"seasonal band, load rise", true, 1, false},
+		{"seasonal band, load rise and +60%", true, 1.6, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			th := DefaultThresholds()
+			r := newRules(th, 30)
+			fired := false
+			for i := range 60 {
+				u := 0.2 + 0.8*min(1, max(0, float64(i-20)/20)) // quiet, then a 20-window climb
+				noise := 1 + 0.01*float64(i%3)
+				p99 := expect(u) * noise
+				if i >= 40 {
+					p99 *= tc.incident
+				}
+				var c check
+				if tc.seasonal {
+					c = r.checkP99Band(p99, int64(th.MinCount), expect(u), expect(u)*1.15)
+				} else {
+					c = r.checkP99(p99, int64(th.MinCount))
+				}
+				r.machines[ruleP99].step(c.v, th.P99For, th.HoldDown)
+				fired = fired || r.machines[ruleP99].state == StateFiring
+			}
+			if fired != tc.fires {
+				t.Fatalf("fired %v, want %v", fired, tc.fires)
+			}
+		})
+	}
+}
+
+// The engine asks Options.Baseline for the band of each window and uses it
+// when it answers: a tail spike the trailing median fires on stays quiet
+// under a band that expects it, and fires again once the band is gone.
+func TestEngineUsesSeasonalBaseline(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ok    bool
+		fires bool
+	}{
+		{"band present", true, false},
+		{"no band yet", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			s := newSim(t, Options{Baseline: func(model, version string, w *windowstats.WindowView) (float64, float64, bool) {
+				calls++
+				if model != "m" || version != "1" || w.QPS <= 0 || w.P99 <= 0 {
+					t.Errorf("Baseline(%q, %q, %+v)", model, version, w)
+				}
+				return 1.0, 2.0, tc.ok // a band of seconds: the spike is well inside it
+			}})
+			for k := range 25 {
+				gen := steady
+				if k >= 12 && k < 17 {
+					gen = tailSpike
+				}
+				s.window(1000, gen)
+			}
+			fired := s.firstState(RuleP99OverBaseline, StateFiring, 0) >= 0
+			if calls == 0 {
+				t.Fatal("Baseline never asked")
+			}
+			if fired != tc.fires {
+				t.Fatalf("fired %v, want %v", fired, tc.fires)
+			}
+		})
+	}
+}

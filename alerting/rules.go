@@ -215,6 +215,25 @@ func (r *rules) checkP99(p99 float64, count int64) check {
 	return c
 }
 
+// checkP99Band: P99OverBaseline against a seasonal band: the expected P99
+// at this time and load and the band's upper edge. A breach exceeds the
+// upper edge, P99Factor × expected and the absolute floor. The trailing
+// reference is fed all the same, so that it is warm should the band go.
+func (r *rules) checkP99Band(p99 float64, count int64, expected, upper float64) check {
+	if count < int64(r.th.MinCount) || !(expected > 0) {
+		return check{v: unknown, value: p99}
+	}
+	c := check{value: p99, threshold: max(r.th.P99Factor*expected, upper), ref: expected, v: clear}
+	if f := r.th.P99MinExcess.Seconds(); f > 0 {
+		c.threshold = max(c.threshold, expected+f)
+	}
+	if p99 > c.threshold {
+		c.v = breach
+	}
+	r.p99.push(p99, c.v == breach)
+	return c
+}
+
 // checkStdDev: LatencyStdDevJump; it also feeds the reference.
 func (r *rules) checkStdDev(w *windowstats.WindowView) check {
 	if w.Count < int64(r.th.MinCount) {

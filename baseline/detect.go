@@ -270,7 +270,8 @@ func (d *Detector) Step(p Point) Output {
 	med15, se15 := d.medianR(15*time.Minute, m.Phi)
 	med60, se60 := d.medianR(60*time.Minute, m.Phi)
 	sig15 := med15 > minEx && med15 > 4*se15
-	fire := (d.cusum > cusumH && sig15) || (sig15 && med60 > minEx && med60 > 3*se60)
+	slow := med15 > minEx && med15 > 3*se15 && med60 > minEx && med60 > 3*se60
+	fire := (d.cusum > cusumH && sig15) || slow
 	switch {
 	case fire && !d.levelOn:
 		d.levelOn, d.levelClear, d.levelAt = true, 0, p.T

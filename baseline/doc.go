@@ -11,9 +11,9 @@
 //	+ weekly Fourier terms (order WeeklyOrder, default 3, Prophet's 3)
 //	+ load (QPS/QPS_ref and its square), when a load series is given
 //
-// by iteratively reweighted least squares (two Huber passes, then Tukey
-// bisquare passes, so that an incident or an outlier in the history gets
-// weight zero rather than bending the fit). Log latency makes the effects
+// by iteratively reweighted least squares (least squares, one Huber pass,
+// then two Tukey bisquare passes, so that an incident or an outlier in the
+// history gets weight zero rather than bending the fit). Log latency makes the effects
 // multiplicative: load that doubles latency at the peak is a factor, not an
 // offset. The regression runs on FitBin (default 5-minute) medians of the
 // one-minute points: the median of a bin already drops isolated outliers,
@@ -42,7 +42,7 @@
 // slope), KindSpread (the variance of successive differences grows with the
 // median unchanged) and KindPeriodic (exceedances recurring at a fixed
 // period, which it reports). Each detector has its own hysteresis; excesses
-// under MinExcess (default 15%, so harmless shifts under 10% never alert)
+// under MinExcess (default 20%, so harmless shifts under 10% never alert)
 // are not incidents.
 //
 // Memory leaks are a trend problem of their own: Leak fits a robust

@@ -164,10 +164,16 @@ func Fit(pts []Point, o FitOptions) (*Model, error) {
 	}
 	m.t0 = float64(first.UnixNano()) / 1e9
 	m.t1 = float64(last.UnixNano()) / 1e9
-	if err := m.regress(pts); err != nil {
+	logs := make([]float64, 0, n) // log latency of the usable points, in order
+	for _, p := range pts {
+		if usable(p) {
+			logs = append(logs, math.Log(p.V))
+		}
+	}
+	if err := m.regress(pts, logs); err != nil {
 		return nil, err
 	}
-	m.fitScale(pts)
+	m.fitScale(pts, logs)
 	return m, nil
 }
 
@@ -273,7 +279,7 @@ func fourierTable(period, order int) []float64 {
 }
 
 // regress fits the coefficients on bin medians by IRLS.
-func (m *Model) regress(pts []Point) error {
+func (m *Model) regress(pts []Point, logs []float64) error {
 	p := m.cols()
 	// Bin: median log latency, mean load and mean time of each bin.
 	bin := m.o.FitBin.Seconds()
@@ -286,15 +292,18 @@ func (m *Model) regress(pts []Point) error {
 			return
 		}
 		k := float64(len(buf))
-		ys = append(ys, median(buf))
+		ys = append(ys, medianInPlace(buf))
 		ts = append(ts, bt/k)
 		qs = append(qs, bq/k)
 		buf, bt, bq = buf[:0], 0, 0
 	}
+	j := 0
 	for _, pt := range pts {
 		if !usable(pt) {
 			continue
 		}
+		lv := logs[j]
+		j++
 		t := float64(pt.T.UnixNano()) / 1e9
 		key := t
 		if bin > 60 {
@@ -304,7 +313,7 @@ func (m *Model) regress(pts []Point) error {
 			flush()
 			bk = key
 		}
-		buf = append(buf, math.Log(pt.V))
+		buf = append(buf, lv)
 		bt += t
 		q := pt.Q
 		if !(q > 0) || math.IsInf(q, 0) {
@@ -495,7 +504,7 @@ func (m *Model) Predict(t time.Time, q float64) (mu, scale float64) {
 }
 
 // fitScale fits the residual scale of the one-minute points.
-func (m *Model) fitScale(pts []Point) {
+func (m *Model) fitScale(pts []Point, logs []float64) {
 	res := make([]float64, 0, len(pts))
 	us := make([]float64, 0, len(pts))
 	var hours []int8
@@ -504,12 +513,14 @@ func (m *Model) fitScale(pts []Point) {
 	}
 	var x [80]float64
 	p := m.cols()
+	j := 0
 	for _, pt := range pts {
 		if !usable(pt) {
 			continue
 		}
 		m.row(x[:p], float64(pt.T.UnixNano())/1e9, pt.Q)
-		r := math.Log(pt.V) - dot(x[:p], m.coef)
+		r := logs[j] - dot(x[:p], m.coef)
+		j++
 		res = append(res, r)
 		if m.UsesLoad {
 			u := 1.0
@@ -624,7 +635,14 @@ func medianInPlace(s []float64) float64 {
 	case k == 0:
 		return math.NaN()
 	case k < 16:
-		slices.Sort(s)
+		for i := 1; i < k; i++ { // insertion sort: bins hold a handful
+			v := s[i]
+			j := i - 1
+			for ; j >= 0 && s[j] > v; j-- {
+				s[j+1] = s[j]
+			}
+			s[j+1] = v
+		}
 		if k%2 == 1 {
 			return s[k/2]
 		}
@@ -695,11 +713,10 @@ func madAbout(v []float64, c float64, scratch *[]float64) float64 {
 	return medianInPlace(s)
 }
 
+// quantile is the q-quantile (nearest rank below) of v, by selection.
 func quantile(v []float64, q float64) float64 {
 	if len(v) == 0 {
 		return 0
 	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[int(q*float64(len(s)-1))]
+	return nth(slices.Clone(v), int(q*float64(len(v)-1)))
 }

@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/inferwatch/inferwatch/alerting"
+	"github.com/inferwatch/inferwatch/history"
 )
 
 // Config is the whole sidecar.
@@ -63,6 +64,23 @@ type Alerting struct {
 	Rules            alerting.Config `yaml:"rules"`             // thresholds: defaults and per model (sla, p99_factor, ...)
 	AlertmanagerURLs []string        `yaml:"alertmanager_urls"` // base URLs; alerts go to {url}/api/v2/alerts
 	WebhookURL       string          `yaml:"webhook_url"`       // a generic JSON webhook
+	Baseline         Baseline        `yaml:"baseline"`          // the seasonal baseline of P99OverBaseline
+}
+
+// Baseline is each model's history and seasonal baseline (docs/baseline.md):
+// once a model has two daily cycles of history, P99OverBaseline judges
+// against the band of a fitted baseline.Model instead of a trailing median.
+type Baseline struct {
+	Disabled    bool     `yaml:"disabled"`     // keep the trailing median only
+	HistoryPath string   `yaml:"history_path"` // file the history survives restarts in; "": memory only
+	History     Duration `yaml:"history"`      // history kept per model, default 336h (two weeks)
+	RefitEvery  Duration `yaml:"refit_every"`  // refit once seasonal, default 168h
+	Speedup     float64  `yaml:"speedup"`      // history seconds per real second (demos), default 1
+}
+
+// HistoryOptions are the history package's options from b.
+func (b Baseline) HistoryOptions(maxModels int) history.Options {
+	return history.Options{Path: b.HistoryPath, Span: b.History.D(), RefitEvery: b.RefitEvery.D(), Speedup: b.Speedup, MaxModels: maxModels}
 }
 
 // Route is one listen/upstream pair.

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func write(t *testing.T, body string) string {
@@ -49,6 +50,22 @@ push:
 	}
 }
 
+// The floors and the baseline block load from YAML.
+func TestLoadBaselineAndFloors(t *testing.T) {
+	c, err := Load(write(t, "alerting: {rules: {defaults: {p99_min_excess: 5ms, stddev_min_excess: -1ns}}, baseline: {history_path: /tmp/h.json, speedup: 60}}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Finish()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	d := c.Alerting.Rules.Defaults
+	if d.P99MinExcess != 5*time.Millisecond || d.StdDevMinExcess != -1 || c.Alerting.Baseline.Speedup != 60 || c.Alerting.Baseline.HistoryPath != "/tmp/h.json" {
+		t.Fatalf("loaded %+v %+v", d, c.Alerting.Baseline)
+	}
+}
+
 func TestErrorsNameTheField(t *testing.T) {
 	tests := []struct {
 		name, yaml, want string
@@ -65,6 +82,8 @@ func TestErrorsNameTheField(t *testing.T) {
 		{"label name", "push: {extra_labels: {'bad-name': x}}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "push.extra_labels"},
 		{"sample", "limits: {decode_sample: 2}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "limits.decode_sample"},
 		{"budget below decode", "limits: {capture_budget: 2097152, decode_max_bytes: 4194304}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "limits.capture_budget"},
+		{"baseline history", "alerting: {baseline: {history: 1h}}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "alerting.baseline: history 1h"},
+		{"baseline speedup", "alerting: {baseline: {speedup: -2}}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "alerting.baseline: speedup"},
 		{"admin", "admin_listen: nope\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "admin_listen"},
 	}
 	for _, tt := range tests {

@@ -122,6 +122,11 @@ func (c *Config) Validate() error {
 	if c.Alerting.Window <= 0 {
 		bad("alerting.window", "must be positive")
 	}
+	if b := c.Alerting.Baseline; !b.Disabled {
+		if err := b.HistoryOptions(max(c.Limits.MaxModels, 1)).Validate(); err != nil {
+			bad("alerting.baseline", "%v", err)
+		}
+	}
 	if c.Alerting.Resend <= 0 {
 		bad("alerting.resend", "must be positive")
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/inferwatch/inferwatch/bpf"
 	"github.com/inferwatch/inferwatch/config"
 	"github.com/inferwatch/inferwatch/gpu"
+	"github.com/inferwatch/inferwatch/history"
 	"github.com/inferwatch/inferwatch/metricset"
 	"github.com/inferwatch/inferwatch/proxy"
 	"github.com/inferwatch/inferwatch/record"
@@ -34,24 +35,27 @@ import (
 
 // Sidecar is one assembled inferwatch.
 type Sidecar struct {
-	cfg       config.Config
-	logger    *slog.Logger
-	metrics   *metricset.Set
-	pipeline  *record.Pipeline
-	server    *proxy.Server
-	handlers  []*proxy.Handler
-	readiness *proxy.Readiness
-	pollers   []*tritonstats.Poller
-	admin     *admin.Server
-	adminSrv  *http.Server
-	adminLn   net.Listener
-	engine    *alerting.Engine
-	host      *host             // GPU and eBPF facts; started with the sidecar
-	sampler   *sampling.Sampler // nil when tracing is disabled
-	tracer    *tracing.Tracer   // nil when tracing is disabled
-	notifiers []closer
-	bg        context.Context // lives from New to Shutdown: notifier workers
-	bgCancel  context.CancelFunc
+	cfg        config.Config
+	logger     *slog.Logger
+	metrics    *metricset.Set
+	pipeline   *record.Pipeline
+	server     *proxy.Server
+	handlers   []*proxy.Handler
+	readiness  *proxy.Readiness
+	pollers    []*tritonstats.Poller
+	admin      *admin.Server
+	adminSrv   *http.Server
+	adminLn    net.Listener
+	engine     *alerting.Engine
+	history    *history.Seasonal // nil when alerting.baseline.disabled
+	bandGauges sync.Once
+	bandSeen   map[[2]string]bool // models with baseline gauges; engine lock held
+	host       *host              // GPU and eBPF facts; started with the sidecar
+	sampler    *sampling.Sampler  // nil when tracing is disabled
+	tracer     *tracing.Tracer    // nil when tracing is disabled
+	notifiers  []closer
+	bg         context.Context // lives from New to Shutdown: notifier workers
+	bgCancel   context.CancelFunc
 
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -60,9 +64,10 @@ type Sidecar struct {
 
 // help is the # HELP text of the families the assembly registers itself.
 var help = map[string]string{
-	"inferwatch_upstream_ready":    "1 when the route's upstream answered its last readiness probe, else 0.",
-	"inferwatch_inflight_requests": "Calls the route's proxy is serving now.",
-	"inferwatch_model_sla_seconds": "The latency SLA configured for the model, for rules that judge against it.",
+	"inferwatch_upstream_ready":           "1 when the route's upstream answered its last readiness probe, else 0.",
+	"inferwatch_inflight_requests":        "Calls the route's proxy is serving now.",
+	"inferwatch_model_sla_seconds":        "The latency SLA configured for the model, for rules that judge against it.",
+	"inferwatch_latency_baseline_seconds": "The model's seasonal P99 baseline for the last window (bound=expected|lower|upper), once it has two daily cycles of history.",
 }
 
 // New builds a Sidecar; extra sinks receive every record after the built-in
@@ -229,7 +234,17 @@ func (s *Sidecar) newEngine() error {
 		notifiers = append(notifiers, w)
 		s.notifiers = append(s.notifiers, w)
 	}
+	var band func(model, version string, w *windowstats.WindowView) (float64, float64, bool)
+	if !a.Baseline.Disabled {
+		h, err := history.New(a.Baseline.HistoryOptions(s.cfg.Limits.MaxModels))
+		if err != nil {
+			return fmt.Errorf("alerting.baseline: %w", err)
+		}
+		s.history = h
+		band = s.baselineBand
+	}
 	eng, err := alerting.NewEngine(alerting.Options{
+		Baseline:  band,
 		Stats:     windowstats.Options{Window: a.Window.D(), MaxModels: s.cfg.Limits.MaxModels},
 		Config:    a.Rules,
 		Metrics:   s.metrics.Metrics(),
@@ -259,6 +274,50 @@ func (s *Sidecar) newEngine() error {
 		}
 	}
 	return nil
+}
+
+// baselineBand is the engine's Options.Baseline: the history's band, with
+// inferwatch_latency_baseline_seconds registered for each model the first
+// time it has one (the history bounds the models).
+func (s *Sidecar) baselineBand(model, version string, w *windowstats.WindowView) (float64, float64, bool) {
+	exp, up, ok := s.history.Baseline(model, version, w)
+	if ok {
+		s.bandGauges.Do(func() { s.bandSeen = map[[2]string]bool{} })
+		k := [2]string{model, version}
+		if !s.bandSeen[k] {
+			s.bandSeen[k] = true
+			for _, bound := range []string{"expected", "lower", "upper"} {
+				get := func() float64 {
+					b, _ := s.history.Band(model, version)
+					switch bound {
+					case "lower":
+						return b.Lower
+					case "upper":
+						return b.Upper
+					}
+					return b.Expected
+				}
+				s.metrics.Metrics().GetOrCreateGauge(fmt.Sprintf(`inferwatch_latency_baseline_seconds{model=%q,version=%q,bound=%q}`, model, version, bound), get)
+			}
+		}
+	}
+	return exp, up, ok
+}
+
+// saveHistory saves the baseline history every five minutes until ctx ends.
+func (s *Sidecar) saveHistory(ctx context.Context) {
+	t := time.NewTicker(5 * time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.history.Save(); err != nil {
+				s.logger.Warn("baseline history not saved", "err", err)
+			}
+		}
+	}
 }
 
 // pollRoutes says which routes poll their upstream's statistics extension.
@@ -407,6 +466,13 @@ func (s *Sidecar) Start(ctx context.Context) error {
 			s.feedP99(ctx)
 		}()
 	}
+	if s.history != nil && s.cfg.Alerting.Baseline.HistoryPath != "" {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.saveHistory(ctx)
+		}()
+	}
 	s.wg.Add(3 + len(s.pollers))
 	go func() {
 		defer s.wg.Done()
@@ -497,6 +563,11 @@ func (s *Sidecar) Shutdown(ctx context.Context) error {
 	defer acancel()
 	s.adminSrv.Shutdown(actx)
 	s.wg.Wait()
+	if s.history != nil {
+		if herr := s.history.Save(); herr != nil {
+			s.logger.Warn("baseline history not saved", "err", herr)
+		}
+	}
 	for _, p := range s.pollers {
 		p.Close()
 	}

@@ -37,6 +37,7 @@ func runDemo(args []string, out, logw io.Writer) error {
 	logLevel := fs.String("log-level", "warn", "sidecar log level")
 	dataPlane := fs.String("data-plane", config.DefaultDataPlane(), "how the gRPC route moves bytes: stdlib or frame; default from INFERWATCH_DATA_PLANE, else stdlib")
 	window := fs.Duration("window", 10*time.Second, "window statistics window length (alerts evaluate per window)")
+	speedup := fs.Float64("history-speedup", 1, "baseline history seconds per real second (e.g. 8640: a day of history every 10 s)")
 	sla := fs.Duration("sla", 25*time.Millisecond, "latency SLA of mnist-mlp for LatencyMeanOverSLA")
 	base := fs.Duration("base-latency", 0, "a constant extra latency of every inference from the start (a slower model)")
 	stepAt := fs.Duration("inject-step-at", 0, "after this long, the model server degrades for good: each inference gains an exponentially distributed delay of mean --step-extra (0: never)")
@@ -74,6 +75,7 @@ func runDemo(args []string, out, logw io.Writer) error {
 		{Name: "http", Protocol: "http", Listen: *httpListen, Upstream: ms.httpAddr, TritonStats: stats},
 	}
 	cfg.Alerting.Window = config.Duration(*window)
+	cfg.Alerting.Baseline.Speedup = *speedup
 	cfg.Alerting.AlertmanagerURLs = amURLs
 	cfg.Alerting.Rules.Models = map[string]alerting.Thresholds{"mnist-mlp": {SLA: *sla}}
 	cfg.Finish()

@@ -1,0 +1,357 @@
+// Package history keeps each model's latency history on the sidecar —
+// one point per Resolution (the windows' P99 and QPS), bounded in span and
+// in models, saved to a file so it survives a restart — and fits a
+// baseline.Model from it on a schedule. Seasonal is the alerting engine's
+// Options.Baseline: it records every closed window and answers with the
+// seasonal P99 band once the model has two daily cycles of history.
+//
+// Speedup compresses time for demos and tests: with Speedup S, each real
+// second of windows is S seconds of history, so two days pass in 48h/S.
+package history
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/inferwatch/inferwatch/baseline"
+	"github.com/inferwatch/inferwatch/windowstats"
+)
+
+// Options configure a Seasonal. Zero fields take the defaults shown.
+type Options struct {
+	Path       string        // file the history is saved to and loaded from; "": memory only
+	Span       time.Duration // history kept per model: 14 days
+	Resolution time.Duration // one point per this much history: 1m
+	MaxModels  int           // models kept: 64 (the least recently seen is dropped)
+	RefitEvery time.Duration // refit once seasonal: 7 days (history time); daily before
+	Band       float64       // half-width in residual scales: 3
+	Speedup    float64       // history seconds per real second: 1
+	Fit        baseline.FitOptions
+}
+
+func (o Options) withDefaults() Options {
+	if o.Span == 0 {
+		o.Span = 14 * 24 * time.Hour
+	}
+	if o.Resolution == 0 {
+		o.Resolution = time.Minute
+	}
+	if o.MaxModels == 0 {
+		o.MaxModels = 64
+	}
+	if o.RefitEvery == 0 {
+		o.RefitEvery = 7 * 24 * time.Hour
+	}
+	if o.Band == 0 {
+		o.Band = 3
+	}
+	if o.Speedup == 0 {
+		o.Speedup = 1
+	}
+	return o
+}
+
+// Validate names the first wrong field.
+func (o Options) Validate() error {
+	o = o.withDefaults()
+	var errs []error
+	if o.Span < 2*24*time.Hour {
+		errs = append(errs, fmt.Errorf("history %v: must be at least 48h (two daily cycles)", o.Span))
+	}
+	if o.Resolution < time.Second || o.Resolution > time.Hour {
+		errs = append(errs, fmt.Errorf("resolution %v: must be 1s..1h", o.Resolution))
+	}
+	if o.MaxModels < 1 {
+		errs = append(errs, fmt.Errorf("max_models %d: must be at least 1", o.MaxModels))
+	}
+	if o.RefitEvery < time.Hour {
+		errs = append(errs, fmt.Errorf("refit_every %v: must be at least 1h", o.RefitEvery))
+	}
+	if o.Band <= 0 {
+		errs = append(errs, fmt.Errorf("band %g: must be positive", o.Band))
+	}
+	if o.Speedup < 1 || o.Speedup > 1e6 {
+		errs = append(errs, fmt.Errorf("speedup %g: must be 1..1e6", o.Speedup))
+	}
+	return errors.Join(errs...)
+}
+
+// Point is one stored point: history time (Unix seconds), P99 (seconds),
+// QPS.
+type Point struct {
+	T   int64   `json:"t"`
+	P99 float64 `json:"p"`
+	QPS float64 `json:"q"`
+}
+
+type series struct {
+	Points []Point `json:"points"`
+	// the point being filled: windows of one Resolution step
+	acc     Point
+	accN    int
+	seen    time.Time // real time last seen, for eviction
+	model   *baseline.Model
+	nextFit int64
+}
+
+// Band is the last band given for a model, for the gauges.
+type Band struct{ Expected, Lower, Upper float64 }
+
+// Seasonal keeps the history of every model and fits their baselines.
+type Seasonal struct {
+	o     Options
+	mu    sync.Mutex
+	s     map[string]*series
+	epoch time.Time // real time the compression starts from
+	bands map[string]Band
+}
+
+// New returns a Seasonal, loading Options.Path when it exists.
+func New(o Options) (*Seasonal, error) {
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	o = o.withDefaults()
+	h := &Seasonal{o: o, s: map[string]*series{}, bands: map[string]Band{}}
+	if o.Path != "" {
+		if err := h.load(); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+func key(model, version string) string { return model + "\x00" + version }
+
+// historyTime maps a real time to history time under Speedup.
+func (h *Seasonal) historyTime(t time.Time) time.Time {
+	if h.o.Speedup == 1 {
+		return t
+	}
+	if h.epoch.IsZero() {
+		h.epoch = t
+	}
+	return h.epoch.Add(time.Duration(float64(t.Sub(h.epoch)) * h.o.Speedup))
+}
+
+// Baseline records w and returns the model's band for it: the signature of
+// alerting.Options.Baseline.
+func (h *Seasonal) Baseline(model, version string, w *windowstats.WindowView) (expected, upper float64, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := key(model, version)
+	s := h.s[k]
+	if s == nil {
+		h.evict()
+		s = &series{}
+		h.s[k] = s
+	}
+	now := w.End()
+	s.seen = now
+	at := h.historyTime(now)
+	if w.Count > 0 && w.P99 > 0 {
+		h.add(s, at, w.P99, w.QPS)
+	}
+	h.maybeFit(s, at.Unix())
+	if s.model == nil || s.model.Kind == baseline.KindTrailing {
+		delete(h.bands, k)
+		return 0, 0, false
+	}
+	mu, sc := s.model.Predict(at, w.QPS)
+	b := Band{Expected: math.Exp(mu), Lower: math.Exp(mu - h.o.Band*sc), Upper: math.Exp(mu + h.o.Band*sc)}
+	h.bands[k] = b
+	return b.Expected, b.Upper, true
+}
+
+// add folds a window into the current point; a new step starts a new one.
+func (h *Seasonal) add(s *series, at time.Time, p99, qps float64) {
+	step := at.Truncate(h.o.Resolution).Unix()
+	if s.accN > 0 && s.acc.T != step {
+		h.flush(s)
+	}
+	if s.accN == 0 {
+		s.acc = Point{T: step}
+	}
+	// The point's P99 is the largest window P99 of its step (a P99 of the
+	// step's calls is at least that of its busiest window, roughly); QPS the mean.
+	s.acc.P99 = max(s.acc.P99, p99)
+	s.acc.QPS += qps
+	s.accN++
+}
+
+func (h *Seasonal) flush(s *series) {
+	p := s.acc
+	p.QPS /= float64(s.accN)
+	s.accN = 0
+	if n := len(s.Points); n > 0 && p.T <= s.Points[n-1].T {
+		return
+	}
+	s.Points = append(s.Points, p)
+	max := int(h.o.Span / h.o.Resolution)
+	if len(s.Points) > max+max/8 { // trim in batches: appends stay amortised O(1)
+		s.Points = append(s.Points[:0], s.Points[len(s.Points)-max:]...)
+	}
+}
+
+// maybeFit refits on schedule: daily while under two weeks, then RefitEvery.
+func (h *Seasonal) maybeFit(s *series, now int64) {
+	if now < s.nextFit || len(s.Points) < 30 {
+		return
+	}
+	pts := make([]baseline.Point, len(s.Points))
+	for i, p := range s.Points {
+		pts[i] = baseline.Point{T: time.Unix(p.T, 0).UTC(), V: p.P99, Q: p.QPS}
+	}
+	m, err := baseline.Fit(pts, h.o.Fit)
+	if err != nil {
+		s.nextFit = now + 3600
+		return
+	}
+	s.model = m
+	switch m.Kind {
+	case baseline.KindTrailing:
+		s.nextFit = now + 3600
+	case baseline.KindDaily:
+		s.nextFit = now + 86400
+	default:
+		s.nextFit = now + int64(h.o.RefitEvery/time.Second)
+	}
+}
+
+// evict drops the least recently seen model when full. Held: h.mu.
+func (h *Seasonal) evict() {
+	if len(h.s) < h.o.MaxModels {
+		return
+	}
+	var oldest string
+	var t time.Time
+	for k, s := range h.s {
+		if oldest == "" || s.seen.Before(t) {
+			oldest, t = k, s.seen
+		}
+	}
+	delete(h.s, oldest)
+	delete(h.bands, oldest)
+}
+
+// Bands returns the last band per (model, version).
+func (h *Seasonal) Bands() map[[2]string]Band {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[[2]string]Band, len(h.bands))
+	for k, b := range h.bands {
+		var mv [2]string
+		for i := range len(k) {
+			if k[i] == 0 {
+				mv = [2]string{k[:i], k[i+1:]}
+				break
+			}
+		}
+		out[mv] = b
+	}
+	return out
+}
+
+// Band returns the last band given for a model.
+func (h *Seasonal) Band(model, version string) (Band, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	b, ok := h.bands[key(model, version)]
+	return b, ok
+}
+
+// Len returns the points kept for a model.
+func (h *Seasonal) Len(model, version string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s := h.s[key(model, version)]; s != nil {
+		return len(s.Points)
+	}
+	return 0
+}
+
+// ModelKind returns the kind of the model's fitted baseline, "" if none.
+func (h *Seasonal) ModelKind(model, version string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s := h.s[key(model, version)]; s != nil && s.model != nil {
+		return s.model.Kind
+	}
+	return ""
+}
+
+type file struct {
+	Version int                `json:"version"`
+	Series  map[string]*series `json:"series"`
+	Epoch   time.Time          `json:"epoch"`
+}
+
+// Save writes the history to Options.Path (atomically: a temporary file
+// renamed over it). Without a path it does nothing.
+func (h *Seasonal) Save() error {
+	if h.o.Path == "" {
+		return nil
+	}
+	h.mu.Lock()
+	b, err := json.Marshal(file{Version: 1, Series: h.s, Epoch: h.epoch})
+	h.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("history: save: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(h.o.Path), ".history-*")
+	if err != nil {
+		return fmt.Errorf("history: save: %w", err)
+	}
+	w := bufio.NewWriter(tmp)
+	_, err = w.Write(b)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), h.o.Path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("history: save %s: %w", h.o.Path, err)
+	}
+	return nil
+}
+
+func (h *Seasonal) load() error {
+	b, err := os.ReadFile(h.o.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("history: load: %w", err)
+	}
+	var f file
+	if err := json.Unmarshal(b, &f); err != nil {
+		return fmt.Errorf("history: load %s: %w", h.o.Path, err)
+	}
+	if f.Version != 1 {
+		return fmt.Errorf("history: load %s: version %d, want 1", h.o.Path, f.Version)
+	}
+	h.epoch = f.Epoch
+	max := int(h.o.Span / h.o.Resolution)
+	for k, s := range f.Series {
+		if s == nil || len(h.s) >= h.o.MaxModels {
+			continue
+		}
+		if len(s.Points) > max {
+			s.Points = s.Points[len(s.Points)-max:]
+		}
+		h.s[k] = &series{Points: s.Points}
+	}
+	return nil
+}

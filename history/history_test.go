@@ -1,0 +1,125 @@
+package history
+
+import (
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferwatch/inferwatch/windowstats"
+)
+
+var t0 = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+
+// loadAt is a daily load shape in history time.
+func loadAt(t time.Time) float64 {
+	h := float64(t.Hour()) + float64(t.Minute())/60
+	return 800 * (0.15 + 0.85*math.Pow(0.5-0.5*math.Cos(2*math.Pi*(h-3)/24), 1.4))
+}
+
+func p99At(q float64, i int) float64 {
+	u := q / 800
+	return 0.040 * (1 + u*u) * (1 + 0.02*math.Sin(float64(i)*1.3))
+}
+
+// feed drives n one-second windows (one history minute each at speedup 60)
+// starting at real second from; it returns the last answer.
+func feed(h *Seasonal, from, n int, mult float64) (exp, up float64, ok bool, w windowstats.WindowView) {
+	for i := from; i < from+n; i++ {
+		real := t0.Add(time.Duration(i) * time.Second)
+		hist := t0.Add(time.Duration(i) * time.Minute)
+		q := loadAt(hist)
+		w = windowstats.WindowView{Start: real, Seconds: 1, Count: int64(q), QPS: q, P99: p99At(q, i) * mult}
+		exp, up, ok = h.Baseline("resnet", "1", &w)
+	}
+	return
+}
+
+// Two daily cycles of compressed history switch the model from no band to
+// a seasonal one that follows load; the history survives a restart.
+func TestSeasonalSwitchesAfterTwoCycles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.json")
+	h, err := New(Options{Path: path, Speedup: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first window sets the epoch at t0, so history minute i is window i.
+	if _, _, ok, _ := feed(h, 0, 36*60, 1); ok {
+		t.Fatal("a band after 36 hours of history")
+	}
+	if k := h.ModelKind("resnet", "1"); k != "trailing" {
+		t.Fatalf("model kind %q after 36h, want trailing", k)
+	}
+	exp, up, ok, w := feed(h, 36*60, 13*60, 1)
+	if !ok || h.ModelKind("resnet", "1") != "daily" {
+		t.Fatalf("no daily band after 49 hours (ok %v, kind %q)", ok, h.ModelKind("resnet", "1"))
+	}
+	t.Logf("at %s: P99 %.4f, band expected %.4f upper %.4f", w.End().Format(time.TimeOnly), w.P99, exp, up)
+	if math.Abs(exp/w.P99-1) > 0.05 || w.P99 > up {
+		t.Fatalf("P99 %.4f not tracked: expected %.4f, upper %.4f", w.P99, exp, up)
+	}
+	// Through the busy afternoon the P99 doubles with load and stays in the band.
+	for i := 49 * 60; i < 49*60+8*60; i++ {
+		_, up, _, w := feed(h, i, 1, 1)
+		if w.P99 > up {
+			t.Fatalf("load-proportional P99 %.4f over the band's upper %.4f at %s", w.P99, up, w.End())
+		}
+	}
+	// A +60% incident does not.
+	if _, up, _, w := feed(h, 57*60, 1, 1.6); w.P99 <= up {
+		t.Fatalf("incident P99 %.4f inside the band's upper %.4f", w.P99, up)
+	}
+	if b := h.Bands()[[2]string{"resnet", "1"}]; !(b.Lower < b.Expected && b.Expected < b.Upper) {
+		t.Fatalf("bands %+v", b)
+	}
+	n := h.Len("resnet", "1")
+	if err := h.Save(); err != nil {
+		t.Fatal(err)
+	}
+	h2, err := New(Options{Path: path, Speedup: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h2.Len("resnet", "1"); got < n-1 || got > n {
+		t.Fatalf("after restart %d points, want %d", got, n)
+	}
+	if _, _, ok, _ := feed(h2, 57*60+1, 1, 1); !ok {
+		t.Fatal("no band after restart")
+	}
+}
+
+func TestBounded(t *testing.T) {
+	h, err := New(Options{Span: 48 * time.Hour, MaxModels: 2, Speedup: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed(h, 0, 4*24*60, 1)
+	if n := h.Len("resnet", "1"); n > 48*60+48*60/8 {
+		t.Fatalf("%d points kept, span allows %d", n, 48*60)
+	}
+	for _, m := range []string{"a", "b", "c"} {
+		w := windowstats.WindowView{Start: t0.Add(100 * time.Hour), Seconds: 1, Count: 1, QPS: 1, P99: 0.01}
+		h.Baseline(m, "1", &w)
+	}
+	if len(h.s) != 2 {
+		t.Fatalf("%d models kept, max 2", len(h.s))
+	}
+}
+
+func TestOptionsNameTheField(t *testing.T) {
+	for _, tc := range []struct {
+		o     Options
+		field string
+	}{
+		{Options{Span: time.Hour}, "history"},
+		{Options{Resolution: time.Millisecond}, "resolution"},
+		{Options{MaxModels: -1}, "max_models"},
+		{Options{RefitEvery: time.Minute}, "refit_every"},
+		{Options{Speedup: 0.5}, "speedup"},
+	} {
+		if _, err := New(tc.o); err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%+v: err %v, want one naming %s", tc.o, err, tc.field)
+		}
+	}
+}
