@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -205,9 +208,75 @@ func Load(path string) (Config, error) {
 				}
 			}
 		}
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			var root yaml.Node
+			if yaml.Unmarshal(b, &root) == nil {
+				return cfg, fmt.Errorf("config %s: %s", path, nameTypeErrors(&root, te))
+			}
+		}
 		return cfg, fmt.Errorf("config %s: %w", path, err)
 	}
 	return cfg, nil
+}
+
+// typeErrorLine is how yaml.v3 starts each message of a TypeError.
+var typeErrorLine = regexp.MustCompile(`^line (\d+): `)
+
+// nameTypeErrors rewrites yaml's "line 4: cannot unmarshal ..." messages
+// (a value of the wrong type in a field of a type without its own
+// unmarshaller, such as time.Duration) to name the field as well.
+func nameTypeErrors(root *yaml.Node, te *yaml.TypeError) string {
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		msgs[i] = m
+		sub := typeErrorLine.FindStringSubmatch(m)
+		if sub == nil {
+			continue
+		}
+		line, _ := strconv.Atoi(sub[1])
+		if field := fieldOnLine(root, line, ""); field != "" {
+			msgs[i] = field + ": " + m
+		}
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// fieldOnLine returns the path of the innermost scalar value on line.
+func fieldOnLine(n *yaml.Node, line int, prefix string) string {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if f := fieldOnLine(c, line, prefix); f != "" {
+				return f
+			}
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			path := k.Value
+			if prefix != "" {
+				path = prefix + "." + k.Value
+			}
+			if v.Kind == yaml.ScalarNode && v.Line == line {
+				return path
+			}
+			if f := fieldOnLine(v, line, path); f != "" {
+				return f
+			}
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			path := fmt.Sprintf("%s[%d]", prefix, i)
+			if c.Kind == yaml.ScalarNode && c.Line == line {
+				return path
+			}
+			if f := fieldOnLine(c, line, path); f != "" {
+				return f
+			}
+		}
+	}
+	return ""
 }
 
 // Finish fills per-route defaults; call it after flags are applied.

@@ -73,6 +73,8 @@ func TestErrorsNameTheField(t *testing.T) {
 		{"unknown field", "routes:\n  - protocl: grpc\n", "protocl"},
 		{"bad duration", "drain_timeout: soon\n", "drain_timeout: line 1"},
 		{"bad nested duration", "routes:\n  - protocol: grpc\n    triton_stats: {interval: 5x}\n", "routes[0].triton_stats.interval: line 3"},
+		{"bad rule duration", "alerting:\n  rules:\n    defaults:\n      sla: x\n", "alerting.rules.defaults.sla: line 4: cannot unmarshal"},
+		{"bad model floor", "alerting:\n  rules:\n    models:\n      resnet: {p99_min_excess: fast}\n", "alerting.rules.models.resnet.p99_min_excess: line 4"},
 		{"no routes", "admin_listen: 127.0.0.1:1\n", "routes: no listen/upstream pair"},
 		{"bad protocol", "routes: [{protocol: udp, listen: ':1', upstream: 'h:2'}]\n", "routes[0] (udp-0).protocol"},
 		{"upstream without port", "routes: [{protocol: grpc, listen: ':1', upstream: 'h'}]\n", "routes[0] (grpc-0).upstream"},
