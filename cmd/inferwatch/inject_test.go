@@ -1,9 +1,15 @@
 package main
 
 import (
+	"encoding/json"
+	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // TestInjectFlagErrors: a mistake in the injector's flags stops start-up
@@ -25,5 +31,62 @@ func TestInjectFlagErrors(t *testing.T) {
 				t.Errorf("err %v, want one naming %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestInjectedArgsAccepted: the sidecar flags in every golden patch of
+// inject/testdata are flags `inferwatch proxy` knows, and the config they
+// build validates — with $(POD_IP) expanded as the kubelet does.
+func TestInjectedArgsAccepted(t *testing.T) {
+	files, err := filepath.Glob("../../inject/testdata/golden/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no goldens: %v", err)
+	}
+	n := 0
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g struct {
+			Patch []struct {
+				Path  string          `json:"path"`
+				Value json.RawMessage `json:"value"`
+			} `json:"patch"`
+		}
+		if err := json.Unmarshal(raw, &g); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, op := range g.Patch {
+			if op.Path != "/spec/containers/-" {
+				continue
+			}
+			var c corev1.Container
+			if err := json.Unmarshal(op.Value, &c); err != nil {
+				t.Fatal(err)
+			}
+			t.Run(filepath.Base(f), func(t *testing.T) {
+				n++
+				if c.Args[0] != "proxy" {
+					t.Fatalf("args %v", c.Args)
+				}
+				var args []string
+				for _, a := range c.Args[1:] {
+					args = append(args, strings.ReplaceAll(a, "$(POD_IP)", "10.1.2.3"))
+				}
+				fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
+				fs.SetOutput(io.Discard)
+				build := proxyFlags(fs)
+				if err := fs.Parse(args); err != nil {
+					t.Fatalf("proxy rejects the injected flags %v: %v", args, err)
+				}
+				if _, err := build(); err != nil {
+					t.Fatalf("injected flags %v do not make a valid config: %v", args, err)
+				}
+			})
+		}
+	}
+	if n < 3 {
+		t.Errorf("%d injected sidecars checked, want the 3 injected goldens", n)
 	}
 }
