@@ -90,3 +90,32 @@ func TestInjectedArgsAccepted(t *testing.T) {
 		t.Errorf("%d injected sidecars checked, want the 3 injected goldens", n)
 	}
 }
+
+// TestOTELFlagsOverrideEnv: the proxy's flags win over OTEL_* variables,
+// which win over the built-in defaults.
+func TestOTELFlagsOverrideEnv(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://env:4318")
+	for _, tc := range []struct {
+		args           []string
+		endpoint, prot string
+	}{
+		{nil, "http://env:4318/v1/traces", "http"},
+		{[]string{"--otlp-endpoint=flag:4317"}, "flag:4317", "http"},
+		{[]string{"--otlp-endpoint=flag:4317", "--otlp-protocol=grpc"}, "flag:4317", "grpc"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
+			build := proxyFlags(fs)
+			if err := fs.Parse(append([]string{"--http-listen=:0", "--http-upstream=127.0.0.1:1"}, tc.args...)); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Tracing.Endpoint != tc.endpoint || cfg.Tracing.Protocol != tc.prot {
+				t.Errorf("endpoint %q protocol %q, want %q %q", cfg.Tracing.Endpoint, cfg.Tracing.Protocol, tc.endpoint, tc.prot)
+			}
+		})
+	}
+}
