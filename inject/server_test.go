@@ -255,3 +255,19 @@ func BenchmarkReviewBurst(b *testing.B) {
 	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
 	b.ReportMetric(float64(all[len(all)-1].Microseconds())/1000, "max-ms")
 }
+
+// BenchmarkReview is the injector's own work per review (decode, plan,
+// encode), without TLS, HTTP or a client sharing the CPUs.
+func BenchmarkReview(b *testing.B) {
+	raw, err := os.ReadFile("testdata/reviews/triton.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, _, err := Review(cfg, OptIn, raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
