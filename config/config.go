@@ -58,6 +58,8 @@ type Tracing struct {
 	TailBudgetPerSecond float64             `yaml:"tail_budget_per_second"` // cap on tail keeps (errors, SLO, over P99)
 	SLO                 map[string]Duration `yaml:"slo"`                    // per model: slower calls are always kept; default: the alerting SLA
 	Keep                int                 `yaml:"keep"`                   // last kept traces held for the admin API
+	ServiceName         string              `yaml:"service_name"`           // resource service.name; default OTEL_SERVICE_NAME, else inferwatch
+	Resource            map[string]string   `yaml:"resource"`               // more resource attributes; default OTEL_RESOURCE_ATTRIBUTES
 }
 
 // Alerting is the live window statistics and the seed's rules over them.
@@ -168,8 +170,11 @@ func DefaultDataPlane() string {
 }
 
 // Default returns a Config with every default filled and no routes.
+//
+// Tracing starts from the OpenTelemetry SDK's OTEL_* environment variables
+// (otelenv.go); the YAML file and the flags override them.
 func Default() Config {
-	return Config{
+	c := Config{
 		AdminListen:  DefaultAdminListen,
 		DrainTimeout: Duration(30 * time.Second),
 		LogLevel:     "info",
@@ -187,6 +192,8 @@ func Default() Config {
 			PipelineQueue:  8192,
 		},
 	}
+	applyOTELEnv(&c.Tracing, osGetenv)
+	return c
 }
 
 // Load reads a YAML file over the defaults. Unknown fields are errors.

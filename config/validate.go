@@ -142,7 +142,7 @@ func (c *Config) Validate() error {
 	switch t.Protocol {
 	case "grpc", "http":
 	default:
-		bad("tracing.protocol", "%q is not grpc or http", t.Protocol)
+		bad("tracing.protocol", "%q is not grpc or http (or, in %s, grpc or http/protobuf)", t.Protocol, EnvOTLPProtocol)
 	}
 	if t.TargetPerSecond < 0 {
 		bad("tracing.target_per_second", "must not be negative")

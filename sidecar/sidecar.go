@@ -172,15 +172,22 @@ func (s *Sidecar) newTracer() error {
 		upstreams[r.Name] = r.Upstream
 	}
 	resource := map[string]string{}
+	for k, v := range t.Resource { // OTEL_RESOURCE_ATTRIBUTES or tracing.resource; the pod's own names win
+		resource[k] = v
+	}
 	if pod := s.cfg.Push.ExtraLabels["pod"]; pod != "" {
 		resource["k8s.pod.name"] = pod
 	}
 	if ns := s.cfg.Push.ExtraLabels["namespace"]; ns != "" {
 		resource["k8s.namespace.name"] = ns
 	}
+	protocol := t.Protocol
+	if protocol == "http" { // config's name; the tracer's is the OTLP one
+		protocol = tracing.ProtocolHTTP
+	}
 	tr, err := tracing.New(tracing.Config{
-		Sampler: smp, Endpoint: t.Endpoint, Protocol: t.Protocol, Insecure: t.Insecure, Headers: t.Headers,
-		Keep: t.Keep, Resource: resource, Upstreams: upstreams, Metrics: s.metrics.Metrics(), Logger: s.logger,
+		Sampler: smp, Endpoint: t.Endpoint, Protocol: protocol, Insecure: t.Insecure, Headers: t.Headers,
+		Keep: t.Keep, Resource: resource, ServiceName: t.ServiceName, Upstreams: upstreams, Metrics: s.metrics.Metrics(), Logger: s.logger,
 		Host: s.hostSource(),
 	})
 	if err != nil {

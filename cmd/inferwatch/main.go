@@ -5,6 +5,7 @@
 //	inferwatch demo   (model server + sidecar + load + live table)
 //	inferwatch modelserver  (the demo's model server alone)
 //	inferwatch load   (open-loop load generator)
+//	inferwatch inject --tls-cert ... --tls-key ...  (Kubernetes sidecar injector webhook)
 package main
 
 import (
@@ -27,6 +28,7 @@ Usage:
   inferwatch traces [flags]       print the last kept traces of a running sidecar as trees
   inferwatch detect [flags] FILE  run the baseline's anomaly detectors over a NAB-format CSV
   inferwatch baseline [flags]     fit every model's baseline from a query API, write bands back
+  inferwatch inject [flags]       serve the Kubernetes sidecar injector (mutating admission webhook)
   inferwatch version
 
 Run 'inferwatch COMMAND -h' for a command's flags.
@@ -56,6 +58,8 @@ func main() {
 		err = runDetect(args, os.Stdout, os.Stderr)
 	case "baseline":
 		err = runBaseline(args, os.Stderr)
+	case "inject":
+		err = runInject(args, os.Stderr)
 	case "version", "-version", "--version":
 		fmt.Println("inferwatch", version)
 	case "help", "-h", "--help":

@@ -60,8 +60,8 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 	window := fs.Duration("window", 10*time.Second, "window statistics window length")
 	slas := labelFlags{}
 	fs.Var(slas, "sla", "model=duration: the model's latency SLA (repeatable), e.g. mnist-mlp=50ms")
-	otlp := fs.String("otlp-endpoint", "", "OTLP trace receiver: host:4317 (gRPC) or http://host:4318/v1/traces; empty keeps traces in memory only")
-	otlpProto := fs.String("otlp-protocol", "grpc", "grpc or http")
+	otlp := fs.String("otlp-endpoint", "", "OTLP trace receiver: host:4317 (gRPC) or http://host:4318/v1/traces; default from OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT; empty keeps traces in memory only")
+	otlpProto := fs.String("otlp-protocol", "grpc", "grpc or http (default from OTEL_EXPORTER_OTLP_PROTOCOL: grpc or http/protobuf)")
 	traceTarget := fs.Float64("trace-target-per-second", 100, "head-sampled traces kept per second per route/model (100 gives 10% at 1k QPS)")
 	noTracing := fs.Bool("no-tracing", false, "no trace propagation and no spans")
 	noGPU := fs.Bool("no-gpu", false, "do not sample NVML")
@@ -107,8 +107,13 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 		for k, v := range labels {
 			cfg.Push.ExtraLabels[k] = v
 		}
-		pick("otlp-endpoint", func() { cfg.Tracing.Endpoint = *otlp })
-		pick("otlp-protocol", func() { cfg.Tracing.Protocol = *otlpProto })
+		// Only when given: unset, they leave what OTEL_EXPORTER_OTLP_* or the YAML said.
+		if set["otlp-endpoint"] {
+			cfg.Tracing.Endpoint = *otlp
+		}
+		if set["otlp-protocol"] {
+			cfg.Tracing.Protocol = *otlpProto
+		}
 		pick("trace-target-per-second", func() { cfg.Tracing.TargetPerSecond = *traceTarget })
 		if *noTracing {
 			cfg.Tracing.Disabled = true

@@ -1,0 +1,36 @@
+{{- define "inferwatch.name" -}}
+{{- printf "%s-injector" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "inferwatch.labels" -}}
+app.kubernetes.io/name: inferwatch-injector
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "inferwatch.selector" -}}
+app.kubernetes.io/name: inferwatch-injector
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "inferwatch.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "inferwatch.sidecarImage" -}}
+{{- $repo := default .Values.image.repository .Values.sidecar.image.repository -}}
+{{- $tag := default (default .Chart.AppVersion .Values.image.tag) .Values.sidecar.image.tag -}}
+{{- printf "%s:%s" $repo $tag -}}
+{{- end -}}
+
+{{- define "inferwatch.secret" -}}
+{{- printf "%s-tls" (include "inferwatch.name" .) -}}
+{{- end -}}
+
+{{- define "inferwatch.excluded" -}}
+{{- $ns := list .Release.Namespace -}}
+{{- range .Values.excludedNamespaces }}{{ if ne . $.Release.Namespace }}{{ $ns = append $ns . }}{{ end }}{{ end -}}
+{{- toJson $ns -}}
+{{- end -}}

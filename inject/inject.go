@@ -1,0 +1,640 @@
+// Package inject is the sidecar injector: given a Pod that a mutating
+// admission webhook received, it decides whether the pod wants inferwatch,
+// works out which ports of which container carry inference traffic (Triton's
+// 8000/8001, KServe's 8080/8081, KServe's queue-proxy, or ports named by
+// annotation), moves the server off those ports, puts the sidecar on them,
+// rewires the server's probes, and returns the JSON patch that does it.
+//
+// The traffic method is port takeover (Knative queue-proxy style): no init
+// container, no iptables, no NET_ADMIN, so injected pods pass the
+// "restricted" Pod Security Standard. A pod it does not understand is left
+// running as written (fail-open) with an annotation saying why.
+//
+// Types are k8s.io/api's corev1 and admissionv1; quantities and intstr come
+// from k8s.io/apimachinery. No client-go and no controller-runtime: the
+// injector needs no API calls, so the webhook needs no RBAC of its own.
+package inject
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"path"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Annotation and label keys.
+const (
+	Prefix = "inferwatch.io/"
+	// AnnInject on a pod: "true" opts in, "false" opts out (also in a
+	// namespace labelled for injection).
+	AnnInject = Prefix + "inject"
+	// LabelNamespace on a namespace, value "enabled": every pod is injected
+	// unless it says inferwatch.io/inject: "false" (the webhook's
+	// namespaceSelector sends those pods to PathNamespace).
+	LabelNamespace = Prefix + "inject"
+	// AnnStatus is written by the injector: "injected" or "skipped: why".
+	AnnStatus = Prefix + "status"
+	// AnnPorts names the inference ports as protocol=port pairs, e.g.
+	// "http=8000,grpc=8001"; it overrides the defaults of the recognised server.
+	AnnPorts = Prefix + "ports"
+	// AnnContainer names the server container when the pod has several.
+	AnnContainer       = Prefix + "container"
+	AnnSLA             = Prefix + "sla"                     // model=duration,...
+	AnnTraceTarget     = Prefix + "trace-target-per-second" // float
+	AnnPushURL         = Prefix + "push-url"                // VictoriaMetrics import URL
+	AnnOTLPEndpoint    = Prefix + "otlp-endpoint"
+	AnnCPURequest      = Prefix + "cpu-request"
+	AnnMemoryRequest   = Prefix + "memory-request"
+	AnnCPULimit        = Prefix + "cpu-limit"
+	AnnMemoryLimit     = Prefix + "memory-limit"
+	AnnEBPF            = Prefix + "ebpf" // "true": load the eBPF probes (root + named capabilities)
+	AnnImage           = Prefix + "image"
+	ContainerName      = "inferwatch"
+	StatusInjected     = "injected"
+	statusSkippedPrefx = "skipped: "
+)
+
+// Sidecar ports of its own.
+const (
+	AdminPort = 9901
+	// queueProxyPort is where the sidecar listens when it sits between
+	// KServe's (Knative's) queue-proxy and the model server.
+	queueProxyPort = 8090
+	// portShift moves a server port p to p+portShift when the sidecar takes p.
+	portShift = 10000
+)
+
+// Config holds the injector's defaults (from its flags / Helm values).
+type Config struct {
+	Image           string
+	ImagePullPolicy corev1.PullPolicy
+	CPURequest      string
+	MemoryRequest   string
+	CPULimit        string
+	MemoryLimit     string
+	PushURL         string
+	OTLPEndpoint    string
+	ExtraArgs       []string
+}
+
+// DefaultConfig is what the chart's values default to.
+func DefaultConfig() Config {
+	return Config{
+		Image:           "ghcr.io/inferwatch/inferwatch:latest",
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		CPURequest:      "100m",
+		MemoryRequest:   "64Mi",
+		MemoryLimit:     "256Mi",
+	}
+}
+
+// Validate names the first bad field.
+func (c Config) Validate() error {
+	if c.Image == "" {
+		return fmt.Errorf("inject: image: must not be empty")
+	}
+	for name, q := range map[string]string{"cpu-request": c.CPURequest, "memory-request": c.MemoryRequest, "cpu-limit": c.CPULimit, "memory-limit": c.MemoryLimit} {
+		if q == "" {
+			continue
+		}
+		if _, err := resource.ParseQuantity(q); err != nil {
+			return fmt.Errorf("inject: %s: %q is not a quantity: %w", name, q, err)
+		}
+	}
+	for name, u := range map[string]string{"push-url": c.PushURL} {
+		if u == "" {
+			continue
+		}
+		if p, err := url.Parse(u); err != nil || p.Scheme == "" || p.Host == "" {
+			return fmt.Errorf("inject: %s: %q is not an absolute URL", name, u)
+		}
+	}
+	switch c.ImagePullPolicy {
+	case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		return fmt.Errorf("inject: image-pull-policy: %q is not Always, IfNotPresent or Never", c.ImagePullPolicy)
+	}
+	return nil
+}
+
+// Mode says how the webhook path wants unannotated pods treated.
+type Mode int
+
+const (
+	// OptIn injects only pods annotated inferwatch.io/inject: "true".
+	OptIn Mode = iota
+	// Namespace injects every pod unless annotated "false" (the namespace
+	// carries the label; the webhook configuration checked it).
+	Namespace
+)
+
+// Outcome is what Mutate decided.
+type Outcome struct {
+	// Action: "injected", "skipped" (annotated why, fail-open), "ignored"
+	// (not opted in, or already injected: no patch at all).
+	Action string
+	Reason string
+	Patch  []PatchOp
+}
+
+// PatchOp is one RFC 6902 operation.
+type PatchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value,omitempty"`
+}
+
+// route is one inference port the sidecar takes over.
+type route struct {
+	proto    string // "http" or "grpc"
+	listen   int32  // where the sidecar listens (the port clients use)
+	upstream int32  // where the server listens afterwards
+	name     string // container port name the sidecar's port carries
+}
+
+// Mutate decides for one pod and returns the patch.
+func Mutate(cfg Config, mode Mode, pod *corev1.Pod) Outcome {
+	ann := pod.Annotations
+	want := ann[AnnInject]
+	switch {
+	case want == "false":
+		return Outcome{Action: "ignored", Reason: "opted out"}
+	case mode == OptIn && want != "true":
+		return Outcome{Action: "ignored", Reason: "not opted in"}
+	}
+	if ann[AnnStatus] != "" {
+		return Outcome{Action: "ignored", Reason: "already processed: " + ann[AnnStatus]}
+	}
+	for _, c := range pod.Spec.Containers {
+		if c.Name == ContainerName {
+			return Outcome{Action: "ignored", Reason: "already has a container named " + ContainerName}
+		}
+	}
+	out, err := plan(cfg, pod)
+	if err != nil {
+		return Outcome{Action: "skipped", Reason: err.Error(), Patch: []PatchOp{statusOp(pod, statusSkippedPrefx+err.Error())}}
+	}
+	return out
+}
+
+func statusOp(pod *corev1.Pod, v string) PatchOp {
+	if pod.Annotations == nil {
+		return PatchOp{Op: "add", Path: "/metadata/annotations", Value: map[string]string{AnnStatus: v}}
+	}
+	return PatchOp{Op: "add", Path: "/metadata/annotations/" + escape(AnnStatus), Value: v}
+}
+
+func escape(s string) string { return strings.NewReplacer("~", "~0", "/", "~1").Replace(s) }
+
+// serverKind says how to move a server's ports.
+type serverKind int
+
+const (
+	kindUnknown serverKind = iota
+	kindTriton
+	kindKServe // KServe's Python model servers: --http_port / --grpc_port
+)
+
+func kindOf(c *corev1.Container) serverKind {
+	cmd := append(slices.Clone(c.Command), c.Args...)
+	for i, a := range cmd {
+		if i > 1 {
+			break
+		}
+		if path.Base(a) == "tritonserver" {
+			return kindTriton
+		}
+	}
+	if c.Name == "kserve-container" && len(c.Command) == 0 {
+		// KServe's Python runtimes (sklearn, xgboost, custom kserve.Model)
+		// take --http_port/--grpc_port from args with the image's entrypoint.
+		return kindKServe
+	}
+	return kindUnknown
+}
+
+// plan builds the patch or says why it cannot.
+func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
+	ann := pod.Annotations
+	if pod.Spec.HostNetwork {
+		return Outcome{}, fmt.Errorf("hostNetwork pods are not injected (port takeover would take the node's ports)")
+	}
+	args, err := annotationArgs(cfg, ann)
+	if err != nil {
+		return Outcome{}, err
+	}
+	res, err := resources(cfg, ann)
+	if err != nil {
+		return Outcome{}, err
+	}
+	ebpf := ann[AnnEBPF] == "true"
+	if v, ok := ann[AnnEBPF]; ok && v != "true" && v != "false" {
+		return Outcome{}, fmt.Errorf("%s: %q is not true or false", AnnEBPF, v)
+	}
+	image := cfg.Image
+	if v := ann[AnnImage]; v != "" {
+		image = v
+	}
+
+	var ops []PatchOp
+	var routes []route
+	qp := slices.IndexFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == "queue-proxy" })
+	if qp >= 0 {
+		// KServe serverless: queue-proxy → sidecar → model server. The server
+		// keeps its port; queue-proxy's USER_PORT moves to the sidecar.
+		q := pod.Spec.Containers[qp].DeepCopy()
+		ei := slices.IndexFunc(q.Env, func(e corev1.EnvVar) bool { return e.Name == "USER_PORT" })
+		if ei < 0 {
+			return Outcome{}, fmt.Errorf("queue-proxy container has no USER_PORT env")
+		}
+		up, err := strconv.Atoi(q.Env[ei].Value)
+		if err != nil || up <= 0 || up > 65535 {
+			return Outcome{}, fmt.Errorf("queue-proxy USER_PORT %q is not a port", q.Env[ei].Value)
+		}
+		proto := "http"
+		if s := pod.Spec.Containers[serverIndex(pod, qp)]; len(s.Ports) > 0 && s.Ports[0].Name == "h2c" {
+			proto = "grpc"
+		}
+		routes = append(routes, route{proto: proto, listen: queueProxyPort, upstream: int32(up), name: "iw-" + proto})
+		q.Env[ei].Value = strconv.Itoa(queueProxyPort)
+		ops = append(ops, PatchOp{Op: "replace", Path: fmt.Sprintf("/spec/containers/%d", qp), Value: q})
+	} else {
+		si, err := pickServer(pod)
+		if err != nil {
+			return Outcome{}, err
+		}
+		srv := pod.Spec.Containers[si].DeepCopy()
+		kind := kindOf(srv)
+		ports, err := inferencePorts(ann, kind)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if kind == kindUnknown {
+			return Outcome{}, fmt.Errorf("container %q: command %q is not one whose ports the injector knows how to move (tritonserver, KServe model server in kserve-container)", srv.Name, strings.Join(append(slices.Clone(srv.Command), srv.Args...), " "))
+		}
+		for _, p := range ports {
+			r := route{proto: p.proto, listen: p.port, upstream: p.port + portShift}
+			if kind == kindTriton || kind == kindKServe {
+				p.port = currentPort(srv, kind, p.proto, p.port)
+				r.listen, r.upstream = p.port, p.port+portShift
+			}
+			if err := movePort(srv, &r); err != nil {
+				return Outcome{}, fmt.Errorf("container %q: %w", srv.Name, err)
+			}
+			routes = append(routes, r)
+		}
+		setServerFlags(srv, kind, routes)
+		ops = append(ops, PatchOp{Op: "replace", Path: fmt.Sprintf("/spec/containers/%d", si), Value: srv})
+	}
+	if err := checkFree(pod, routes); err != nil {
+		return Outcome{}, err
+	}
+
+	side := sidecar(image, cfg, routes, args, res, ebpf)
+	ops = append(ops, PatchOp{Op: "add", Path: "/spec/containers/-", Value: side})
+	if ebpf && (pod.Spec.ShareProcessNamespace == nil || !*pod.Spec.ShareProcessNamespace) {
+		// The probes follow the server's process: the sidecar must see it.
+		ops = append(ops, PatchOp{Op: "add", Path: "/spec/shareProcessNamespace", Value: true})
+	}
+	ops = append(ops, statusOp(pod, StatusInjected))
+	return Outcome{Action: "injected", Patch: ops}, nil
+}
+
+func serverIndex(pod *corev1.Pod, qp int) int {
+	for i, c := range pod.Spec.Containers {
+		if i != qp && (c.Name == "kserve-container" || c.Name == pod.Annotations[AnnContainer]) {
+			return i
+		}
+	}
+	if qp == 0 && len(pod.Spec.Containers) > 1 {
+		return 1
+	}
+	return 0
+}
+
+func pickServer(pod *corev1.Pod) (int, error) {
+	if name := pod.Annotations[AnnContainer]; name != "" {
+		i := slices.IndexFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == name })
+		if i < 0 {
+			return 0, fmt.Errorf("%s: no container named %q", AnnContainer, name)
+		}
+		return i, nil
+	}
+	if len(pod.Spec.Containers) == 1 {
+		return 0, nil
+	}
+	for i, c := range pod.Spec.Containers {
+		if kindOf(&c) != kindUnknown {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("%d containers and none recognised as the model server; name it with %s", len(pod.Spec.Containers), AnnContainer)
+}
+
+type protoPort struct {
+	proto string
+	port  int32
+}
+
+func inferencePorts(ann map[string]string, kind serverKind) ([]protoPort, error) {
+	if v, ok := ann[AnnPorts]; ok {
+		var out []protoPort
+		for _, f := range strings.Split(v, ",") {
+			proto, p, ok := strings.Cut(strings.TrimSpace(f), "=")
+			n, err := strconv.Atoi(p)
+			if !ok || (proto != "http" && proto != "grpc") || err != nil || n <= 0 || n > 65535-portShift {
+				return nil, fmt.Errorf("%s: %q is not protocol=port (http or grpc, port 1..%d)", AnnPorts, f, 65535-portShift)
+			}
+			out = append(out, protoPort{proto, int32(n)})
+		}
+		return out, nil
+	}
+	switch kind {
+	case kindTriton:
+		return []protoPort{{"http", 8000}, {"grpc", 8001}}, nil
+	case kindKServe:
+		return []protoPort{{"http", 8080}, {"grpc", 8081}}, nil
+	}
+	return nil, fmt.Errorf("no %s annotation and the server is not recognised", AnnPorts)
+}
+
+// flagNames are the server's own flags for its ports.
+func flagName(kind serverKind, proto string) string {
+	switch kind {
+	case kindTriton:
+		return "--" + proto + "-port"
+	case kindKServe:
+		return "--" + proto + "_port"
+	}
+	return ""
+}
+
+// currentPort reads the port the server is told to use, else its default.
+func currentPort(c *corev1.Container, kind serverKind, proto string, def int32) int32 {
+	name := flagName(kind, proto)
+	all := append(slices.Clone(c.Command), c.Args...)
+	for i, a := range all {
+		v, ok := strings.CutPrefix(a, name+"=")
+		if !ok && a == name && i+1 < len(all) {
+			v, ok = all[i+1], true
+		}
+		if ok {
+			if n, err := strconv.Atoi(v); err == nil && n > 0 && n <= 65535-portShift {
+				return int32(n)
+			}
+		}
+	}
+	return def
+}
+
+// setServerFlags points the server at its new ports, replacing the flags it
+// has and appending those it lacks.
+func setServerFlags(c *corev1.Container, kind serverKind, routes []route) {
+	for _, r := range routes {
+		name := flagName(kind, r.proto)
+		val := strconv.Itoa(int(r.upstream))
+		done := false
+		for _, list := range []*[]string{&c.Command, &c.Args} {
+			for i, a := range *list {
+				if strings.HasPrefix(a, name+"=") {
+					(*list)[i] = name + "=" + val
+					done = true
+				} else if a == name && i+1 < len(*list) {
+					(*list)[i+1] = val
+					done = true
+				}
+			}
+		}
+		if !done {
+			c.Args = append(c.Args, name+"="+val)
+		}
+	}
+}
+
+// movePort moves the server's containerPort r.listen to r.upstream; the
+// sidecar inherits the port's name. Probes on the port follow it.
+func movePort(c *corev1.Container, r *route) error {
+	name := ""
+	for i := range c.Ports {
+		if c.Ports[i].ContainerPort == r.listen {
+			name = c.Ports[i].Name
+			c.Ports[i].ContainerPort = r.upstream
+			c.Ports[i].Name = ""
+		}
+	}
+	if name == "" {
+		name = "iw-" + r.proto
+	}
+	r.name = name
+	for _, p := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe, c.StartupProbe} {
+		if p == nil {
+			continue
+		}
+		switch {
+		case p.HTTPGet != nil && matches(p.HTTPGet.Port, r.listen, name):
+			p.HTTPGet.Port = intstr.FromInt32(r.upstream)
+		case p.TCPSocket != nil && matches(p.TCPSocket.Port, r.listen, name):
+			p.TCPSocket.Port = intstr.FromInt32(r.upstream)
+		case p.GRPC != nil && p.GRPC.Port == r.listen:
+			p.GRPC.Port = r.upstream
+		}
+	}
+	return nil
+}
+
+func matches(p intstr.IntOrString, port int32, name string) bool {
+	if p.Type == intstr.String {
+		return p.StrVal == name
+	}
+	return p.IntVal == port
+}
+
+// checkFree refuses when a port the sidecar needs is used by another container.
+func checkFree(pod *corev1.Pod, routes []route) error {
+	need := map[int32]bool{AdminPort: true}
+	for _, r := range routes {
+		need[r.upstream] = true
+	}
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if need[p.ContainerPort] {
+				moved := false
+				for _, r := range routes {
+					moved = moved || r.upstream == p.ContainerPort
+				}
+				if !moved || c.Name == "queue-proxy" {
+					return fmt.Errorf("port %d, which the sidecar needs, is already used by container %q", p.ContainerPort, c.Name)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// annotationArgs turns the pod's annotations into sidecar flags, checking each.
+func annotationArgs(cfg Config, ann map[string]string) ([]string, error) {
+	var args []string
+	if v := ann[AnnSLA]; v != "" {
+		for _, f := range strings.Split(v, ",") {
+			m, d, ok := strings.Cut(strings.TrimSpace(f), "=")
+			dur, err := time.ParseDuration(d)
+			if !ok || m == "" || err != nil || dur <= 0 {
+				return nil, fmt.Errorf("%s: %q is not model=duration", AnnSLA, f)
+			}
+			args = append(args, "--sla="+m+"="+d)
+		}
+	}
+	if v := ann[AnnTraceTarget]; v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 {
+			return nil, fmt.Errorf("%s: %q is not a non-negative number", AnnTraceTarget, v)
+		}
+		args = append(args, "--trace-target-per-second="+v)
+	}
+	push := cfg.PushURL
+	if v := ann[AnnPushURL]; v != "" {
+		if p, err := url.Parse(v); err != nil || p.Scheme == "" || p.Host == "" {
+			return nil, fmt.Errorf("%s: %q is not an absolute URL", AnnPushURL, v)
+		}
+		push = v
+	}
+	if push != "" {
+		args = append(args, "--push-url="+push)
+	}
+	otlp := cfg.OTLPEndpoint
+	if v := ann[AnnOTLPEndpoint]; v != "" {
+		otlp = v
+	}
+	if otlp != "" {
+		args = append(args, "--otlp-endpoint="+otlp)
+		if strings.HasPrefix(otlp, "http://") || strings.HasPrefix(otlp, "https://") {
+			args = append(args, "--otlp-protocol=http")
+		}
+	}
+	return args, nil
+}
+
+func resources(cfg Config, ann map[string]string) (corev1.ResourceRequirements, error) {
+	var rr corev1.ResourceRequirements
+	set := func(list *corev1.ResourceList, name corev1.ResourceName, key, def string) error {
+		v := def
+		if a, ok := ann[key]; ok {
+			v = a
+		}
+		if v == "" {
+			return nil
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return fmt.Errorf("%s: %q is not a quantity", key, v)
+		}
+		if *list == nil {
+			*list = corev1.ResourceList{}
+		}
+		(*list)[name] = q
+		return nil
+	}
+	for _, s := range []struct {
+		list     *corev1.ResourceList
+		name     corev1.ResourceName
+		key, def string
+	}{
+		{&rr.Requests, corev1.ResourceCPU, AnnCPURequest, cfg.CPURequest},
+		{&rr.Requests, corev1.ResourceMemory, AnnMemoryRequest, cfg.MemoryRequest},
+		{&rr.Limits, corev1.ResourceCPU, AnnCPULimit, cfg.CPULimit},
+		{&rr.Limits, corev1.ResourceMemory, AnnMemoryLimit, cfg.MemoryLimit},
+	} {
+		if err := set(s.list, s.name, s.key, s.def); err != nil {
+			return rr, err
+		}
+	}
+	for name, keys := range map[corev1.ResourceName][2]string{corev1.ResourceCPU: {AnnCPURequest, AnnCPULimit}, corev1.ResourceMemory: {AnnMemoryRequest, AnnMemoryLimit}} {
+		req, okr := rr.Requests[name]
+		lim, okl := rr.Limits[name]
+		if okr && okl && req.Cmp(lim) > 0 {
+			return rr, fmt.Errorf("%s: %s is above %s %s", keys[0], req.String(), keys[1], lim.String())
+		}
+	}
+	return rr, nil
+}
+
+// sidecar builds the container.
+func sidecar(image string, cfg Config, routes []route, extra []string, res corev1.ResourceRequirements, ebpf bool) corev1.Container {
+	args := []string{"proxy", fmt.Sprintf("--admin-listen=$(POD_IP):%d", AdminPort)}
+	ports := []corev1.ContainerPort{}
+	sort.SliceStable(routes, func(i, j int) bool { return routes[i].proto > routes[j].proto }) // http before grpc
+	for _, r := range routes {
+		args = append(args,
+			fmt.Sprintf("--%s-listen=:%d", r.proto, r.listen),
+			fmt.Sprintf("--%s-upstream=127.0.0.1:%d", r.proto, r.upstream))
+		ports = append(ports, corev1.ContainerPort{Name: r.name, ContainerPort: r.listen, Protocol: corev1.ProtocolTCP})
+	}
+	ports = append(ports, corev1.ContainerPort{Name: "iw-admin", ContainerPort: AdminPort, Protocol: corev1.ProtocolTCP})
+	if !ebpf {
+		args = append(args, "--no-bpf")
+	}
+	args = append(args, extra...)
+	args = append(args, cfg.ExtraArgs...)
+	field := func(name, path string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
+	}
+	f, t := false, true
+	uid := int64(65532)
+	sc := &corev1.SecurityContext{
+		RunAsNonRoot:             &t,
+		RunAsUser:                &uid,
+		AllowPrivilegeEscalation: &f,
+		ReadOnlyRootFilesystem:   &t,
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	if ebpf {
+		// Loading BPF and following another container's process: Linux grants
+		// added capabilities to root only (Kubernetes has no ambient caps).
+		root := int64(0)
+		sc.RunAsNonRoot, sc.RunAsUser = &f, &root
+		sc.Capabilities.Add = []corev1.Capability{"BPF", "PERFMON", "SYS_PTRACE", "CHECKPOINT_RESTORE"}
+	}
+	probe := func(path string, period int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("iw-admin")}},
+			PeriodSeconds: period,
+		}
+	}
+	pull := cfg.ImagePullPolicy
+	return corev1.Container{
+		Name:            ContainerName,
+		Image:           image,
+		ImagePullPolicy: pull,
+		Args:            args,
+		Env: []corev1.EnvVar{
+			field("POD_NAME", "metadata.name"),
+			field("POD_NAMESPACE", "metadata.namespace"),
+			field("POD_IP", "status.podIP"),
+			field("NODE_NAME", "spec.nodeName"),
+		},
+		Ports:           ports,
+		Resources:       res,
+		ReadinessProbe:  probe("/readyz", 2),
+		LivenessProbe:   probe("/healthz", 10),
+		SecurityContext: sc,
+	}
+}
+
+// MarshalPatch encodes the operations as the webhook returns them.
+func MarshalPatch(ops []PatchOp) ([]byte, error) {
+	b, err := json.Marshal(ops)
+	if err != nil {
+		return nil, fmt.Errorf("inject: marshal patch: %w", err)
+	}
+	return b, nil
+}

@@ -1,0 +1,123 @@
+package inject
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Webhook paths: the MutatingWebhookConfiguration's two entries.
+const (
+	PathOptIn     = "/inject"           // pods annotated inferwatch.io/inject: "true"
+	PathNamespace = "/inject/namespace" // pods of namespaces labelled inferwatch.io/inject=enabled
+)
+
+// maxReviewBytes bounds a request body (the apiserver's own limit is 3 MiB of object).
+const maxReviewBytes = 8 << 20
+
+// Webhook answers AdmissionReview requests for pods.
+type Webhook struct {
+	cfg     Config
+	logger  *slog.Logger
+	Metrics *metrics.Set
+	mux     *http.ServeMux
+}
+
+// NewWebhook builds the handler; cfg must have passed Validate.
+func NewWebhook(cfg Config, logger *slog.Logger) *Webhook {
+	w := &Webhook{cfg: cfg, logger: logger, Metrics: metrics.NewSet(), mux: http.NewServeMux()}
+	w.mux.HandleFunc("POST "+PathOptIn, func(rw http.ResponseWriter, r *http.Request) { w.serve(rw, r, OptIn) })
+	w.mux.HandleFunc("POST "+PathNamespace, func(rw http.ResponseWriter, r *http.Request) { w.serve(rw, r, Namespace) })
+	w.mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, r *http.Request) { io.WriteString(rw, "ok\n") })
+	return w
+}
+
+func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) { w.mux.ServeHTTP(rw, r) }
+
+func (w *Webhook) count(path, action string, start time.Time) {
+	w.Metrics.GetOrCreateCounter(fmt.Sprintf(`inferwatch_injector_reviews_total{path=%q,action=%q}`, path, action)).Inc()
+	w.Metrics.GetOrCreateHistogram(fmt.Sprintf(`inferwatch_injector_review_duration_seconds{path=%q}`, path)).UpdateDuration(start)
+}
+
+func (w *Webhook) serve(rw http.ResponseWriter, r *http.Request, mode Mode) {
+	start := time.Now()
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		w.count(r.URL.Path, "bad_request", start)
+		http.Error(rw, "inject: content type must be application/json, got "+ct, http.StatusUnsupportedMediaType)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxReviewBytes+1))
+	if err != nil || len(body) > maxReviewBytes {
+		w.count(r.URL.Path, "bad_request", start)
+		http.Error(rw, "inject: request body unreadable or over 8 MiB", http.StatusRequestEntityTooLarge)
+		return
+	}
+	out, action, status, err := Review(w.cfg, mode, body)
+	if err != nil {
+		w.count(r.URL.Path, "bad_request", start)
+		w.logger.Warn("inject: bad admission review", "err", err)
+		http.Error(rw, err.Error(), status)
+		return
+	}
+	w.count(r.URL.Path, action, start)
+	rw.Header().Set("Content-Type", "application/json")
+	rw.Write(out)
+}
+
+// Review answers one AdmissionReview body. An error (with an HTTP status)
+// means the body is not an AdmissionReview at all; a review it can read is
+// always allowed — a pod it cannot handle runs uninjected, with a warning.
+// action is the Outcome's: injected, skipped or ignored.
+func Review(cfg Config, mode Mode, body []byte) (out []byte, action string, status int, err error) {
+	var in admissionv1.AdmissionReview
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, "", http.StatusBadRequest, fmt.Errorf("inject: decode AdmissionReview: %w", err)
+	}
+	if in.APIVersion != admissionv1.SchemeGroupVersion.String() || in.Kind != "AdmissionReview" {
+		return nil, "", http.StatusBadRequest, fmt.Errorf("inject: want admission.k8s.io/v1 AdmissionReview, got %s %s", in.APIVersion, in.Kind)
+	}
+	if in.Request == nil || in.Request.UID == "" {
+		return nil, "", http.StatusBadRequest, fmt.Errorf("inject: AdmissionReview has no request or no request uid")
+	}
+	resp := &admissionv1.AdmissionResponse{UID: in.Request.UID, Allowed: true}
+	outcome := func() Outcome {
+		req := in.Request
+		if req.Kind.Kind != "Pod" || req.Kind.Group != "" || req.SubResource != "" {
+			return Outcome{Action: "ignored", Reason: fmt.Sprintf("not a pod: %s/%s %s", req.Kind.Group, req.Kind.Kind, req.SubResource)}
+		}
+		if req.Operation != admissionv1.Create {
+			return Outcome{Action: "ignored", Reason: "operation " + string(req.Operation)}
+		}
+		var pod corev1.Pod
+		if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
+			return Outcome{Action: "skipped", Reason: "pod object does not decode: " + err.Error()}
+		}
+		return Mutate(cfg, mode, &pod)
+	}()
+	if outcome.Action == "skipped" {
+		resp.Warnings = []string{"inferwatch sidecar not injected: " + outcome.Reason}
+		resp.Result = &metav1.Status{Message: outcome.Reason}
+	}
+	if len(outcome.Patch) > 0 {
+		p, err := MarshalPatch(outcome.Patch)
+		if err != nil {
+			return nil, "", http.StatusInternalServerError, err
+		}
+		pt := admissionv1.PatchTypeJSONPatch
+		resp.Patch, resp.PatchType = p, &pt
+	}
+	b, err := json.Marshal(admissionv1.AdmissionReview{TypeMeta: in.TypeMeta, Response: resp})
+	if err != nil {
+		return nil, "", http.StatusInternalServerError, fmt.Errorf("inject: encode AdmissionReview: %w", err)
+	}
+	return b, outcome.Action, http.StatusOK, nil
+}
