@@ -22,6 +22,7 @@ import (
 	"github.com/inferwatch/inferwatch/alertmanager"
 	"github.com/inferwatch/inferwatch/bpf"
 	"github.com/inferwatch/inferwatch/config"
+	"github.com/inferwatch/inferwatch/diagnosis"
 	"github.com/inferwatch/inferwatch/gpu"
 	"github.com/inferwatch/inferwatch/metricset"
 	"github.com/inferwatch/inferwatch/proxy"
@@ -46,9 +47,10 @@ type Sidecar struct {
 	adminSrv  *http.Server
 	adminLn   net.Listener
 	engine    *alerting.Engine
-	host      *host             // GPU and eBPF facts; started with the sidecar
-	sampler   *sampling.Sampler // nil when tracing is disabled
-	tracer    *tracing.Tracer   // nil when tracing is disabled
+	hist      *diagnosis.History // closed windows for /debug/diagnose and alert causes
+	host      *host              // GPU and eBPF facts; started with the sidecar
+	sampler   *sampling.Sampler  // nil when tracing is disabled
+	tracer    *tracing.Tracer    // nil when tracing is disabled
 	notifiers []closer
 	bg        context.Context // lives from New to Shutdown: notifier workers
 	bgCancel  context.CancelFunc
@@ -80,6 +82,10 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 	for _, h := range []map[string]string{help, alerting.MetricHelp(), alertmanager.MetricHelp(), sampling.MetricHelp(),
 		tracing.MetricHelp(), tritonstats.MetricHelp(), gpu.MetricHelp(), bpf.MetricHelp()} {
 		s.metrics.AddHelp(h)
+	}
+	if err := s.newHistory(); err != nil {
+		s.bgCancel()
+		return nil, err
 	}
 	if err := s.newEngine(); err != nil {
 		s.bgCancel()
@@ -133,6 +139,7 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 	}, s.readiness.Ready)
 	s.admin.HandleJSON("/api/v1/stats", func(*http.Request) any { return s.engine.Stats() })
 	s.admin.HandleJSON("/api/v1/alerts", func(*http.Request) any { return s.engine.Alerts() })
+	s.admin.Handle("GET /debug/diagnose", http.HandlerFunc(s.handleDiagnose))
 	if s.tracer != nil {
 		s.admin.Handle("GET /api/v1/traces", http.HandlerFunc(s.tracer.HandleTraces))
 		s.admin.Handle("GET /traces", http.HandlerFunc(s.tracer.HandlePage))
@@ -242,6 +249,7 @@ func (s *Sidecar) newEngine() error {
 			return n
 		},
 		Host:         s.snapshotHost,
+		Explain:      s.explain,
 		Labels:       s.cfg.Push.ExtraLabels,
 		GeneratorURL: "http://" + s.cfg.AdminListen + "/api/v1/alerts",
 		Resend:       a.Resend.D(),
@@ -407,7 +415,11 @@ func (s *Sidecar) Start(ctx context.Context) error {
 			s.feedP99(ctx)
 		}()
 	}
-	s.wg.Add(3 + len(s.pollers))
+	s.wg.Add(4 + len(s.pollers))
+	go func() {
+		defer s.wg.Done()
+		s.runHistory(ctx)
+	}()
 	go func() {
 		defer s.wg.Done()
 		s.engine.Run(ctx)
