@@ -480,7 +480,8 @@ func throttling(base, breach []Window) Cause {
 
 // runqueue: the rise of run-queue delay per second beyond what throttling
 // accounts for: the upstream's threads runnable without a CPU, a CPU
-// neighbour. Score 0.45 + 0.45·sat(Δ, 50ms/s) once over 10 ms/s.
+// neighbour. Score 0.45 + 0.45·sat(Δ, 50ms/s) once over 10 ms/s and half
+// the baseline's rate.
 func runqueue(base, breach []Window) Cause {
 	b, okb := runqRate(base)
 	c, okc := runqRate(breach)
@@ -490,7 +491,9 @@ func runqueue(base, breach []Window) Cause {
 	tb, _ := throttledRate(base)
 	tc, _ := throttledRate(breach)
 	d := (c - b) - max(tc-tb, 0)
-	if d < 0.01 {
+	// A busy host's threads always wait some: the rise must be material
+	// against the baseline's own wait, not only in absolute terms.
+	if d < max(0.01, 0.5*b) {
 		return Cause{}
 	}
 	return Cause{Name: CauseRunqueue, Score: 0.45 + 0.45*sat(d, 0.05),
@@ -567,8 +570,11 @@ func oomKills(breach []Window) Cause {
 }
 
 // leak: a robust trend of the upstream's RSS over every window (at least
-// six samples), baseline.EstimateLeak's test. Score 0.7, 0.9 when the
-// projected exhaustion is under an hour away.
+// six samples), baseline.EstimateLeak's test with a 20% rise and, when a
+// limit is known, exhaustion projected within leakHorizon: a process's
+// warm-up (a Go heap growing to its working set) rises too, but slowly
+// against any limit. Score 0.7, 0.9 when the exhaustion is under an hour
+// away.
 func leak(ws []Window, limit float64) Cause {
 	var s []baseline.Sample
 	for _, w := range ws {
@@ -579,7 +585,7 @@ func leak(ws []Window, limit float64) Cause {
 	if len(s) < 6 {
 		return Cause{}
 	}
-	l, err := baseline.EstimateLeak(s, limit, baseline.LeakOptions{})
+	l, err := baseline.EstimateLeak(s, limit, baseline.LeakOptions{MinRise: 0.2, Horizon: leakHorizon})
 	if err != nil || !l.Suspected {
 		return Cause{}
 	}
@@ -598,6 +604,9 @@ func leak(ws []Window, limit float64) Cause {
 	}
 	return c
 }
+
+// leakHorizon is how far ahead a projected exhaustion makes a leak.
+const leakHorizon = 12 * time.Hour
 
 // versionChange: a version serves in the breach that did not in the
 // baseline. Score 0.85.

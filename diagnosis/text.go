@@ -19,7 +19,7 @@ func (r Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "latency: mean %s → %s, p99 %s → %s, load %.1f → %.1f call/s (%d vs %d windows)\n",
 		dur(r.Baseline.Mean), dur(r.Breach.Mean), dur(r.Baseline.P99), dur(r.Breach.P99),
 		r.Baseline.QPS, r.Breach.QPS, r.Baseline.Windows, r.Breach.Windows)
-	if len(r.Moved) > 0 && r.Added > 0 {
+	if len(r.Moved) > 0 && r.Added >= 0.001 {
 		var parts []string
 		for _, p := range r.Moved[:min(3, len(r.Moved))] {
 			parts = append(parts, fmt.Sprintf("%s +%s (%.0f%%)", p.Name, dur(p.Added), 100*p.Share))

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferwatch/inferwatch/diagnosis"
+)
+
+// diagnoseCLI runs `inferwatch diagnose --json` against the demo's admin API.
+func diagnoseCLI(t *testing.T, admin string, args ...string) (diagnosis.Report, error) {
+	t.Helper()
+	cmd := exec.Command(binPath, append([]string{"diagnose", "--admin", "http://" + admin, "--json"}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return diagnosis.Report{}, fmt.Errorf("diagnose %v: %w: %s", args, err, errb.String())
+	}
+	var r diagnosis.Report
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		return diagnosis.Report{}, fmt.Errorf("diagnose %v: %w: %s", args, err, out.String())
+	}
+	return r, nil
+}
+
+// TestE2EDiagnoseDemoFaults runs the demo with each of its faults that needs
+// no privilege, and asks `inferwatch diagnose` every second from the fault's
+// start until the report's top cause is the injected one (with the phase
+// named, where latency moved). The time that took is the fault's MTTR
+// figure, printed as "MTTR fault=NAME seconds=S" for scripts/mttr.sh. A run
+// without faults must yield "no anomaly".
+func TestE2EDiagnoseDemoFaults(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		faultAt  time.Duration // after the demo's start
+		until    time.Duration // give up after this long past the fault
+		duration time.Duration
+		from     func(fault time.Time) string // --from for a query at now
+		want     string                      // top cause; "" no anomaly
+		phase    string
+	}{
+		{name: "clean", duration: 30 * time.Second, faultAt: 25 * time.Second, until: 3 * time.Second,
+			from: func(time.Time) string { return "10s" }},
+		{name: "degradation step", args: []string{"--inject-step-at", "15s", "--step-extra", "20ms"},
+			duration: 45 * time.Second, faultAt: 15 * time.Second, until: 25 * time.Second,
+			from: func(f time.Time) string { return f.UTC().Format(time.RFC3339) }, want: diagnosis.CauseServerStage, phase: "infer"},
+		{name: "spike on a schedule", args: []string{"--inject-spike", "12s", "--spike-for", "4s", "--spike-extra", "40ms"},
+			duration: 60 * time.Second, faultAt: 12 * time.Second, until: 40 * time.Second,
+			from: func(time.Time) string { return "3s" }, want: diagnosis.CausePeriodic, phase: "infer"},
+		{name: "memory leak", args: []string{"--inject-leak", "16MiB"},
+			duration: 30 * time.Second, faultAt: 0, until: 25 * time.Second,
+			from: func(time.Time) string { return "5s" }, want: diagnosis.CauseMemoryLeak},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := startDemo(t, append([]string{"--qps", "100", "--base-latency", "10ms", "--duration", tc.duration.String()}, tc.args...)...)
+			fault := d.startLo.Add(tc.faultAt)
+			time.Sleep(time.Until(fault))
+			var last diagnosis.Report
+			var lastErr error
+			for deadline := fault.Add(tc.until); time.Now().Before(deadline); time.Sleep(time.Second) {
+				r, err := diagnoseCLI(t, d.admin, "--from", tc.from(fault))
+				if err != nil {
+					lastErr = err
+					continue
+				}
+				last, lastErr = r, nil
+				if tc.want == "" || (r.Top().Name == tc.want && (tc.phase == "" || r.Top().Phase == tc.phase)) {
+					break
+				}
+			}
+			if lastErr != nil {
+				t.Fatal(lastErr)
+			}
+			var text strings.Builder
+			last.WriteText(&text)
+			t.Logf("report:\n%s", text.String())
+			if tc.want == "" {
+				if last.Anomaly || last.Summary != "no anomaly" {
+					t.Fatalf("clean run: %q, causes %+v", last.Summary, last.Causes)
+				}
+				return
+			}
+			if last.Top().Name != tc.want || (tc.phase != "" && last.Top().Phase != tc.phase) {
+				t.Fatalf("top cause %q in %q, want %q in %q; causes %+v", last.Top().Name, last.Top().Phase, tc.want, tc.phase, last.Causes)
+			}
+			fmt.Printf("MTTR fault=%q seconds=%.1f\n", tc.name, time.Since(fault).Seconds())
+		})
+	}
+}
