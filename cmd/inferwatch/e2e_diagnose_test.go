@@ -42,7 +42,7 @@ func TestE2EDiagnoseDemoFaults(t *testing.T) {
 		until    time.Duration // give up after this long past the fault
 		duration time.Duration
 		from     func(fault time.Time) string // --from for a query at now
-		want     string                      // top cause; "" no anomaly
+		want     string                       // top cause; "" no anomaly
 		phase    string
 	}{
 		{name: "clean", duration: 30 * time.Second, faultAt: 25 * time.Second, until: 3 * time.Second,
