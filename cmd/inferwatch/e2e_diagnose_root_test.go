@@ -1,0 +1,133 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferwatch/inferwatch/diagnosis"
+	"github.com/inferwatch/inferwatch/internal/testenv"
+)
+
+// cpuCgroup is a test cgroup with the cpu controller and how to set its
+// CFS quota.
+type cpuCgroup struct {
+	dir, root string
+	v2        bool
+}
+
+// setQuota limits the cgroup to quota of CPU time per period.
+func (c cpuCgroup) setQuota(quota, period time.Duration) error {
+	if c.v2 {
+		return os.WriteFile(filepath.Join(c.dir, "cpu.max"), fmt.Appendf(nil, "%d %d", quota.Microseconds(), period.Microseconds()), 0)
+	}
+	if err := os.WriteFile(filepath.Join(c.dir, "cpu.cfs_period_us"), fmt.Appendf(nil, "%d", period.Microseconds()), 0); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(c.dir, "cpu.cfs_quota_us"), fmt.Appendf(nil, "%d", quota.Microseconds()), 0)
+}
+
+// testCgroup makes a child cgroup with the cpu controller: cgroup v2's
+// where the v2 hierarchy has it (at /sys/fs/cgroup or, on a hybrid host,
+// /sys/fs/cgroup/unified), else the v1 cpu hierarchy's. It is removed (its
+// processes moved back to the root) when the test ends.
+func testCgroup(t *testing.T) cpuCgroup {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		testenv.Unavailable(t, "a cgroup CPU quota needs root")
+	}
+	var c cpuCgroup
+	for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		ctl, err := os.ReadFile(filepath.Join(root, "cgroup.controllers"))
+		if err == nil && strings.Contains(" "+strings.TrimSpace(string(ctl))+" ", " cpu ") {
+			c = cpuCgroup{root: root, v2: true}
+			break
+		}
+	}
+	if c.root == "" {
+		for _, root := range []string{"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"} {
+			if _, err := os.Stat(filepath.Join(root, "cpu.cfs_quota_us")); err == nil {
+				c.root = root
+				break
+			}
+		}
+	}
+	if c.root == "" {
+		testenv.Unavailable(t, "no cgroup hierarchy with the cpu controller")
+	}
+	if c.v2 {
+		sub, _ := os.ReadFile(filepath.Join(c.root, "cgroup.subtree_control"))
+		if !strings.Contains(" "+strings.TrimSpace(string(sub))+" ", " cpu ") {
+			if err := os.WriteFile(filepath.Join(c.root, "cgroup.subtree_control"), []byte("+cpu"), 0); err != nil {
+				testenv.Unavailable(t, "enabling the cpu controller for children: %v", err)
+			}
+		}
+	}
+	c.dir = filepath.Join(c.root, fmt.Sprintf("inferwatch-diagnose-%d", os.Getpid()))
+	if err := os.Mkdir(c.dir, 0o755); err != nil {
+		t.Fatalf("cgroup: %v", err)
+	}
+	t.Logf("test cgroup %s (v2: %v)", c.dir, c.v2)
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(filepath.Join(c.dir, "cgroup.procs")); err == nil {
+			for _, pid := range strings.Fields(string(b)) {
+				os.WriteFile(filepath.Join(c.root, "cgroup.procs"), []byte(pid), 0)
+			}
+		}
+		for range 50 {
+			if err := os.Remove(c.dir); err == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Errorf("cgroup %s left behind", c.dir)
+	})
+	return c
+}
+
+// TestE2EDiagnoseCgroupThrottling runs the model server in a cgroup of its
+// own behind `inferwatch proxy`, with load, and after a baseline sets a real
+// CFS CPU quota on it (cgroup v2's cpu.max, or v1's cpu.cfs_quota_us where
+// the cpu controller is bound to v1, as on a hybrid host): the report's top cause must be
+// cpu_throttling.
+func TestE2EDiagnoseCgroupThrottling(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for half a minute")
+	}
+	cg := testCgroup(t)
+	ms, msGRPC, _ := startModelServerProc(t, "127.0.0.1:0", "127.0.0.1:0")
+	if err := os.WriteFile(filepath.Join(cg.dir, "cgroup.procs"), []byte(strconv.Itoa(ms.pid())), 0); err != nil {
+		t.Fatalf("moving the model server into %s: %v", cg.dir, err)
+	}
+	sc := startProxy(t, "--grpc-listen", "127.0.0.1:0", "--grpc-upstream", msGRPC, "--admin-listen", "127.0.0.1:0", "--window", "1s", "--no-triton-stats")
+	sc.waitReady(t, 10*time.Second)
+	start(t, "load", "load", "--addr", sc.grpcAddr, "--qps", "100", "--duration", "60s")
+	time.Sleep(15 * time.Second) // the baseline
+	fault := time.Now()
+	// 5 ms of CPU per 100 ms period: the model's compute no longer fits.
+	if err := cg.setQuota(5*time.Millisecond, 100*time.Millisecond); err != nil {
+		t.Fatalf("CPU quota: %v", err)
+	}
+	var last diagnosis.Report
+	var lastErr error
+	for deadline := fault.Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		last, lastErr = diagnoseCLI(t, sc.admin, "--from", fault.UTC().Format(time.RFC3339))
+		if lastErr == nil && last.Top().Name == diagnosis.CauseThrottling {
+			break
+		}
+	}
+	if lastErr != nil {
+		t.Fatal(lastErr)
+	}
+	var text strings.Builder
+	last.WriteText(&text)
+	t.Logf("report:\n%s", text.String())
+	if last.Top().Name != diagnosis.CauseThrottling {
+		t.Fatalf("top cause %q, want %q; causes %+v", last.Top().Name, diagnosis.CauseThrottling, last.Causes)
+	}
+	fmt.Printf("MTTR fault=%q seconds=%.1f\n", "cgroup cpu quota", time.Since(fault).Seconds())
+}
