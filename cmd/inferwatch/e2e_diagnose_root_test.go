@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -130,4 +131,77 @@ func TestE2EDiagnoseCgroupThrottling(t *testing.T) {
 		t.Fatalf("top cause %q, want %q; causes %+v", last.Top().Name, diagnosis.CauseThrottling, last.Causes)
 	}
 	fmt.Printf("MTTR fault=%q seconds=%.1f\n", "cgroup cpu quota", time.Since(fault).Seconds())
+}
+
+// run runs a command, failing the test with its output.
+func run(t *testing.T, name string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+// TestE2EDiagnoseSlowNetwork runs the model server in a network namespace
+// the test makes, reached over a veth pair, behind `inferwatch proxy` on
+// the host; after a baseline, tc netem delays the host side of the pair: the
+// report's top cause must be the network, in the upstream's network part.
+func TestE2EDiagnoseSlowNetwork(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for half a minute")
+	}
+	if os.Geteuid() != 0 {
+		testenv.Unavailable(t, "network namespaces and tc need root")
+	}
+	ipBin := testenv.RequireBinary(t, "ip")
+	tcBin := testenv.RequireBinary(t, "tc")
+	id := os.Getpid() % 200
+	ns := fmt.Sprintf("iwdiag%d", os.Getpid())
+	host, peer := fmt.Sprintf("iwd%dh", id), fmt.Sprintf("iwd%dn", id)
+	hostIP, nsIP := fmt.Sprintf("10.213.%d.1", id), fmt.Sprintf("10.213.%d.2", id)
+	run(t, ipBin, "netns", "add", ns)
+	t.Cleanup(func() { exec.Command(ipBin, "netns", "del", ns).Run() })
+	run(t, ipBin, "link", "add", host, "type", "veth", "peer", "name", peer)
+	t.Cleanup(func() { exec.Command(ipBin, "link", "del", host).Run() })
+	run(t, ipBin, "link", "set", peer, "netns", ns)
+	run(t, ipBin, "addr", "add", hostIP+"/24", "dev", host)
+	run(t, ipBin, "link", "set", host, "up")
+	run(t, ipBin, "-n", ns, "addr", "add", nsIP+"/24", "dev", peer)
+	run(t, ipBin, "-n", ns, "link", "set", peer, "up")
+	run(t, ipBin, "-n", ns, "link", "set", "lo", "up")
+
+	ms := startBin(t, "modelserver", ipBin, "netns", "exec", ns, binPath, "modelserver", "--grpc-listen", nsIP+":0", "--http-listen", nsIP+":0")
+	m := ms.waitLine(msLine, 10*time.Second)
+	sc := startProxy(t, "--grpc-listen", "127.0.0.1:0", "--grpc-upstream", m[1], "--admin-listen", "127.0.0.1:0", "--window", "1s", "--no-triton-stats")
+	sc.waitReady(t, 10*time.Second)
+	start(t, "load", "load", "--addr", sc.grpcAddr, "--qps", "100", "--duration", "60s")
+	time.Sleep(15 * time.Second) // the baseline
+	fault := time.Now()
+	// netem's delay where the kernel has it; else (a kernel without
+	// sch_netem, as on the development machine) a token bucket at about the
+	// load's request rate, whose serialisation and queueing delay the
+	// requests pay on the way to the upstream.
+	faultName := "tc netem delay 15ms to the upstream"
+	if out, err := exec.Command(tcBin, "qdisc", "add", "dev", host, "root", "netem", "delay", "15ms").CombinedOutput(); err != nil {
+		t.Logf("no netem (%v: %s); a tbf rate limit instead", err, strings.TrimSpace(string(out)))
+		run(t, tcBin, "qdisc", "add", "dev", host, "root", "tbf", "rate", "3mbit", "burst", "4kb", "latency", "200ms")
+		faultName = "tc tbf 3mbit to the upstream"
+	}
+	var last diagnosis.Report
+	var lastErr error
+	for deadline := fault.Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		last, lastErr = diagnoseCLI(t, sc.admin, "--from", fault.UTC().Format(time.RFC3339))
+		if lastErr == nil && last.Top().Name == diagnosis.CauseNetwork && last.Top().Phase == "upstream network" {
+			break
+		}
+	}
+	if lastErr != nil {
+		t.Fatal(lastErr)
+	}
+	var text strings.Builder
+	last.WriteText(&text)
+	t.Logf("report:\n%s", text.String())
+	if last.Top().Name != diagnosis.CauseNetwork || last.Top().Phase != "upstream network" {
+		t.Fatalf("top cause %q in %q, want %q in the upstream network; causes %+v", last.Top().Name, last.Top().Phase, diagnosis.CauseNetwork, last.Causes)
+	}
+	fmt.Printf("MTTR fault=%q seconds=%.1f\n", faultName, time.Since(fault).Seconds())
 }
