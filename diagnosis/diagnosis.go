@@ -549,11 +549,32 @@ func gpuSaturation(base, breach []Window) Cause {
 // oomKills: the OOM killer's victims in the breach. An upstream victim
 // scores 0.95, another process 0.35 (a neighbour's pressure).
 func oomKills(breach []Window) Cause {
+	// A kill at a window's edge can be in both windows' spans: count the
+	// listed kills once each (pid and time), and a window's own counts only
+	// where its list is cut short.
 	var up, other int
+	seen := map[alerting.OOMKill]bool{}
 	for _, w := range breach {
-		if w.Host != nil && w.Host.OOM != nil {
-			up += w.Host.OOM.Upstream
-			other += w.Host.OOM.Other
+		if w.Host == nil || w.Host.OOM == nil {
+			continue
+		}
+		o := w.Host.OOM
+		if len(o.Kills) < o.Upstream+o.Other {
+			up += o.Upstream
+			other += o.Other
+			continue
+		}
+		for _, k := range o.Kills {
+			key := alerting.OOMKill{At: k.At.UTC(), PID: k.PID}
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			if k.Upstream {
+				up++
+			} else {
+				other++
+			}
 		}
 	}
 	switch {

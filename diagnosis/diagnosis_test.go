@@ -85,8 +85,8 @@ func TestDiagnoseRanksInjectedCauseFirst(t *testing.T) {
 			}
 		}},
 		{name: "oom kill", anomaly: true, want: CauseOOMKill, mutate: func(i int, w *Window) {
-			if i == nBase+1 {
-				w.Host.OOM = &alerting.HostOOM{Upstream: 1, Kills: []alerting.OOMKill{{At: w.Start, PID: 42, Upstream: true}}}
+			if i == nBase+1 || i == nBase+2 { // one kill at the windows' shared edge
+				w.Host.OOM = &alerting.HostOOM{Upstream: 1, Kills: []alerting.OOMKill{{At: t0.Add((nBase + 2) * win), PID: 42, Upstream: true}}}
 			}
 			if i >= nBase {
 				slower(w, 0.010, "upstream", "queue")
@@ -187,6 +187,9 @@ func TestDiagnoseRanksInjectedCauseFirst(t *testing.T) {
 			}
 			if tc.also != "" && !slices.ContainsFunc(r.Causes, func(c Cause) bool { return c.Name == tc.also }) {
 				t.Errorf("causes lack %q: %+v", tc.also, r.Causes)
+			}
+			if tc.want == CauseOOMKill && r.Top().Evidence["upstream_kills"] != 1 {
+				t.Errorf("oom kills %v, want the one kill counted once", r.Top().Evidence)
 			}
 			if tc.want == CausePeriodic && r.Top().Period != 3*time.Minute {
 				t.Errorf("period = %v, want 3m", r.Top().Period)

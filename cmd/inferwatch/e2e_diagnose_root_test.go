@@ -205,3 +205,97 @@ func TestE2EDiagnoseSlowNetwork(t *testing.T) {
 	}
 	fmt.Printf("MTTR fault=%q seconds=%.1f\n", faultName, time.Since(fault).Seconds())
 }
+
+// memoryCgroupDir makes a child cgroup with the memory controller limited
+// to limit bytes without swap (v2 where the v2 hierarchy has the
+// controller, else v1's), removed when the test ends.
+func memoryCgroupDir(t *testing.T, limit int64) string {
+	t.Helper()
+	files, root := map[string]string{}, ""
+	var order []string
+	for _, r := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+		ctl, err := os.ReadFile(filepath.Join(r, "cgroup.controllers"))
+		if err == nil && strings.Contains(" "+strings.TrimSpace(string(ctl))+" ", " memory ") {
+			_ = os.WriteFile(filepath.Join(r, "cgroup.subtree_control"), []byte("+memory"), 0)
+			root, order = r, []string{"memory.max", "memory.swap.max"}
+			files["memory.max"], files["memory.swap.max"] = strconv.FormatInt(limit, 10), "0"
+			break
+		}
+	}
+	if root == "" {
+		if _, err := os.Stat("/sys/fs/cgroup/memory/memory.limit_in_bytes"); err != nil {
+			testenv.Unavailable(t, "no cgroup hierarchy with the memory controller")
+		}
+		root, order = "/sys/fs/cgroup/memory", []string{"memory.limit_in_bytes"}
+		files["memory.limit_in_bytes"] = strconv.FormatInt(limit, 10)
+		if _, err := os.Stat(filepath.Join(root, "memory.memsw.limit_in_bytes")); err == nil {
+			order = append(order, "memory.memsw.limit_in_bytes")
+			files["memory.memsw.limit_in_bytes"] = files["memory.limit_in_bytes"]
+		}
+	}
+	dir := filepath.Join(root, fmt.Sprintf("inferwatch-diagnose-oom-%d", os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatalf("cgroup: %v", err)
+	}
+	t.Cleanup(func() {
+		for range 50 {
+			if err := os.Remove(dir); err == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Errorf("cgroup %s left behind", dir)
+	})
+	for _, f := range order {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(files[f]), 0); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	t.Logf("memory cgroup %s, limit %d bytes", dir, limit)
+	return dir
+}
+
+// TestE2EDiagnoseOOMKill runs the leaking model server in a memory cgroup
+// of its own behind `inferwatch proxy`, with load, until the OOM killer
+// takes it: the report's top cause must be oom_kill of the upstream.
+func TestE2EDiagnoseOOMKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for half a minute")
+	}
+	if os.Geteuid() != 0 {
+		testenv.Unavailable(t, "memory cgroups and the OOM probe need root")
+	}
+	cg := memoryCgroupDir(t, 160<<20)
+	ms, msGRPC, _ := startModelServerProc(t, "127.0.0.1:0", "127.0.0.1:0", "--inject-leak", "6MiB")
+	if err := os.WriteFile(filepath.Join(cg, "cgroup.procs"), []byte(strconv.Itoa(ms.pid())), 0); err != nil {
+		t.Fatalf("moving the model server into %s: %v", cg, err)
+	}
+	sc := startProxy(t, "--grpc-listen", "127.0.0.1:0", "--grpc-upstream", msGRPC, "--admin-listen", "127.0.0.1:0", "--window", "1s", "--no-triton-stats")
+	sc.waitReady(t, 10*time.Second)
+	start(t, "load", "load", "--addr", sc.grpcAddr, "--qps", "100", "--duration", "90s")
+	select {
+	case <-ms.done:
+	case <-time.After(75 * time.Second):
+		t.Fatal("the model server was not OOM-killed within 75s")
+	}
+	fault := time.Now()
+	t.Logf("model server exited: %v", ms.err)
+	var last diagnosis.Report
+	var lastErr error
+	for deadline := fault.Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		last, lastErr = diagnoseCLI(t, sc.admin, "--from", fault.Add(-3*time.Second).UTC().Format(time.RFC3339))
+		if lastErr == nil && last.Top().Name == diagnosis.CauseOOMKill && last.Top().Evidence["upstream_kills"] > 0 {
+			break
+		}
+	}
+	if lastErr != nil {
+		t.Fatal(lastErr)
+	}
+	var text strings.Builder
+	last.WriteText(&text)
+	t.Logf("report:\n%s", text.String())
+	if last.Top().Name != diagnosis.CauseOOMKill || last.Top().Evidence["upstream_kills"] == 0 {
+		t.Fatalf("top cause %q %v, want %q of the upstream; causes %+v", last.Top().Name, last.Top().Evidence, diagnosis.CauseOOMKill, last.Causes)
+	}
+	fmt.Printf("MTTR fault=%q seconds=%.1f\n", "OOM kill in a memory cgroup", time.Since(fault).Seconds())
+}
