@@ -105,3 +105,24 @@ func TestExplainAnnotatesAlert(t *testing.T) {
 		t.Errorf("top_causes is %d bytes", len(a["top_causes"]))
 	}
 }
+
+func TestHistoryFileAcrossRestart(t *testing.T) {
+	path := t.TempDir() + "/history.json"
+	first := &Sidecar{hist: throttledHistory(time.Now())}
+	first.cfg.Diagnose.HistoryFile = path
+	first.saveHistory()
+
+	second := &Sidecar{}
+	second.cfg.Diagnose.HistoryFile = path
+	if err := second.newHistory(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(second.hist.Windows("mlp")); got != 33 {
+		t.Fatalf("restarted with %d windows, want 33", got)
+	}
+	bad := &Sidecar{}
+	bad.cfg.Diagnose.HistoryFile = t.TempDir() // a directory: unreadable as a file
+	if err := bad.newHistory(); err == nil || !strings.Contains(err.Error(), "diagnose.history_file") {
+		t.Fatalf("err = %v, want one naming diagnose.history_file", err)
+	}
+}
