@@ -173,18 +173,20 @@ func TestE2EDiagnoseSlowNetwork(t *testing.T) {
 	m := ms.waitLine(msLine, 10*time.Second)
 	sc := startProxy(t, "--grpc-listen", "127.0.0.1:0", "--grpc-upstream", m[1], "--admin-listen", "127.0.0.1:0", "--window", "1s", "--no-triton-stats")
 	sc.waitReady(t, 10*time.Second)
-	start(t, "load", "load", "--addr", sc.grpcAddr, "--qps", "100", "--duration", "60s")
+	// 20 calls/s of ~3.3 KB requests: 0.5 Mbit/s, half the token bucket's
+	// rate below, so each request pays its serialisation (~26 ms) without a
+	// queue that grows without bound.
+	start(t, "load", "load", "--addr", sc.grpcAddr, "--qps", "20", "--duration", "60s")
 	time.Sleep(15 * time.Second) // the baseline
 	fault := time.Now()
 	// netem's delay where the kernel has it; else (a kernel without
-	// sch_netem, as on the development machine) a token bucket at about the
-	// load's request rate, whose serialisation and queueing delay the
-	// requests pay on the way to the upstream.
+	// sch_netem, as on the development machine) a token bucket whose
+	// serialisation delay the requests pay on the way to the upstream.
 	faultName := "tc netem delay 15ms to the upstream"
 	if out, err := exec.Command(tcBin, "qdisc", "add", "dev", host, "root", "netem", "delay", "15ms").CombinedOutput(); err != nil {
 		t.Logf("no netem (%v: %s); a tbf rate limit instead", err, strings.TrimSpace(string(out)))
-		run(t, tcBin, "qdisc", "add", "dev", host, "root", "tbf", "rate", "3mbit", "burst", "4kb", "latency", "200ms")
-		faultName = "tc tbf 3mbit to the upstream"
+		run(t, tcBin, "qdisc", "add", "dev", host, "root", "tbf", "rate", "1mbit", "burst", "2kb", "latency", "500ms")
+		faultName = "tc tbf 1mbit to the upstream"
 	}
 	var last diagnosis.Report
 	var lastErr error
