@@ -217,7 +217,7 @@ func Load(path string) (Config, error) {
 		if errors.As(err, &ve) {
 			var root yaml.Node
 			if yaml.Unmarshal(b, &root) == nil {
-				if field := fieldAt(&root, ve.line, ve.column, ""); field != "" {
+				if field := fieldAt(&root, ve.line, ve.column); field != "" {
 					return cfg, fmt.Errorf("config %s: %s: %w", path, field, ve)
 				}
 			}
@@ -249,48 +249,11 @@ func nameTypeErrors(root *yaml.Node, te *yaml.TypeError) string {
 			continue
 		}
 		line, _ := strconv.Atoi(sub[1])
-		if field := fieldOnLine(root, line, ""); field != "" {
+		if field := fieldOnLine(root, line); field != "" {
 			msgs[i] = field + ": " + m
 		}
 	}
 	return strings.Join(msgs, "; ")
-}
-
-// fieldOnLine returns the path of the innermost scalar value on line.
-func fieldOnLine(n *yaml.Node, line int, prefix string) string {
-	switch n.Kind {
-	case yaml.DocumentNode:
-		for _, c := range n.Content {
-			if f := fieldOnLine(c, line, prefix); f != "" {
-				return f
-			}
-		}
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			path := k.Value
-			if prefix != "" {
-				path = prefix + "." + k.Value
-			}
-			if v.Kind == yaml.ScalarNode && v.Line == line {
-				return path
-			}
-			if f := fieldOnLine(v, line, path); f != "" {
-				return f
-			}
-		}
-	case yaml.SequenceNode:
-		for i, c := range n.Content {
-			path := fmt.Sprintf("%s[%d]", prefix, i)
-			if c.Kind == yaml.ScalarNode && c.Line == line {
-				return path
-			}
-			if f := fieldOnLine(c, line, path); f != "" {
-				return f
-			}
-		}
-	}
-	return ""
 }
 
 // Finish fills per-route defaults; call it after flags are applied.
@@ -349,11 +312,22 @@ func (d Duration) D() time.Duration { return time.Duration(d) }
 
 // fieldAt returns the path ("routes[0].triton_stats.interval") of the value
 // at line:column, so an error about a value names its field.
-func fieldAt(n *yaml.Node, line, column int, prefix string) string {
+func fieldAt(root *yaml.Node, line, column int) string {
+	return fieldWhere(root, "", func(v *yaml.Node) bool { return v.Line == line && v.Column == column })
+}
+
+// fieldOnLine returns the path of the first scalar value on line.
+func fieldOnLine(root *yaml.Node, line int) string {
+	return fieldWhere(root, "", func(v *yaml.Node) bool { return v.Kind == yaml.ScalarNode && v.Line == line })
+}
+
+// fieldWhere returns the path of the first value under n that matches is
+// (depth first, in file order); "" when none is.
+func fieldWhere(n *yaml.Node, prefix string, is func(*yaml.Node) bool) string {
 	switch n.Kind {
 	case yaml.DocumentNode:
 		for _, c := range n.Content {
-			if f := fieldAt(c, line, column, prefix); f != "" {
+			if f := fieldWhere(c, prefix, is); f != "" {
 				return f
 			}
 		}
@@ -364,20 +338,20 @@ func fieldAt(n *yaml.Node, line, column int, prefix string) string {
 			if prefix != "" {
 				path = prefix + "." + k.Value
 			}
-			if v.Line == line && v.Column == column {
+			if is(v) {
 				return path
 			}
-			if f := fieldAt(v, line, column, path); f != "" {
+			if f := fieldWhere(v, path, is); f != "" {
 				return f
 			}
 		}
 	case yaml.SequenceNode:
 		for i, c := range n.Content {
 			path := fmt.Sprintf("%s[%d]", prefix, i)
-			if c.Line == line && c.Column == column {
+			if is(c) {
 				return path
 			}
-			if f := fieldAt(c, line, column, path); f != "" {
+			if f := fieldWhere(c, path, is); f != "" {
 				return f
 			}
 		}

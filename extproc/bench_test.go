@@ -10,6 +10,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/inferwatch/inferwatch/internal/testenv"
 	"github.com/inferwatch/inferwatch/metricset"
 	"github.com/inferwatch/inferwatch/record"
 )
@@ -45,7 +46,7 @@ func BenchmarkExtProcCore(b *testing.B) {
 	}
 	msgs := benchCall(false)
 	b.ReportAllocs()
-	cpu := processCPU(b)
+	cpu := testenv.ProcessCPU(b)
 	for b.Loop() {
 		st := newStream(srv)
 		for _, m := range msgs {
@@ -61,7 +62,7 @@ func BenchmarkExtProcCore(b *testing.B) {
 		}
 		st.finish(time.Now(), true)
 	}
-	reportCPU(b, cpu)
+	testenv.ReportCPU(b, cpu)
 }
 
 // BenchmarkExtProcGRPC is a whole call over real gRPC on loopback, one
@@ -88,7 +89,7 @@ func BenchmarkExtProcGRPC(b *testing.B) {
 			msgs := benchCall(bc.observe)
 			lat := make([]time.Duration, 0, 5*b.N)
 			b.ReportAllocs()
-			cpu := processCPU(b)
+			cpu := testenv.ProcessCPU(b)
 			for b.Loop() {
 				st, err := h.client.Process(context.Background())
 				if err != nil {
@@ -112,7 +113,7 @@ func BenchmarkExtProcGRPC(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			reportCPU(b, cpu)
+			testenv.ReportCPU(b, cpu)
 			if len(lat) > 0 {
 				slices.Sort(lat)
 				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "answer-p99-µs")

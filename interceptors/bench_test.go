@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/inferwatch/inferwatch/internal/testenv"
 	"github.com/inferwatch/inferwatch/proto/inference"
 )
 
@@ -37,13 +38,13 @@ func BenchmarkUnaryServerInterceptor(b *testing.B) {
 	handler := func(context.Context, any) (any, error) { return resp, nil }
 	ctx := context.Background()
 	b.ReportAllocs()
-	cpu := processCPU(b)
+	cpu := testenv.ProcessCPU(b)
 	for b.Loop() {
 		if _, err := ic(ctx, req, info, handler); err != nil {
 			b.Fatal(err)
 		}
 	}
-	reportCPU(b, cpu)
+	testenv.ReportCPU(b, cpu)
 }
 
 // BenchmarkHTTPMiddleware is the middleware's own cost per call on a small
@@ -57,13 +58,13 @@ func BenchmarkHTTPMiddleware(b *testing.B) {
 		io.WriteString(w, `{"model_name":"mlp","outputs":[{"name":"y","shape":[3,1],"datatype":"FP32","data":[1,2,3]}]}`)
 	}))
 	b.ReportAllocs()
-	cpu := processCPU(b)
+	cpu := testenv.ProcessCPU(b)
 	for b.Loop() {
 		req := httptest.NewRequest("POST", "/v2/models/mlp/infer", strings.NewReader(jsonInfer))
 		req.Header.Set("Content-Type", "application/json")
 		h.ServeHTTP(httptest.NewRecorder(), req)
 	}
-	reportCPU(b, cpu)
+	testenv.ReportCPU(b, cpu)
 }
 
 // BenchmarkGRPCUnary is a whole ModelInfer over real grpc-go on loopback,
@@ -98,13 +99,13 @@ func BenchmarkGRPCUnary(b *testing.B) {
 			client := inference.NewGRPCInferenceServiceClient(cc)
 			req := inferReq(1)
 			b.ReportAllocs()
-			cpu := processCPU(b)
+			cpu := testenv.ProcessCPU(b)
 			for b.Loop() {
 				if _, err := client.ModelInfer(context.Background(), req); err != nil {
 					b.Fatal(err)
 				}
 			}
-			reportCPU(b, cpu)
+			testenv.ReportCPU(b, cpu)
 		})
 	}
 }
