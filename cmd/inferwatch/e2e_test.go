@@ -36,7 +36,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binPath = filepath.Join(dir, "inferwatch")
-	build := exec.Command("go", "build", "-o", binPath, ".")
+	// The ext_proc server and the injector are binaries of their own, which
+	// `inferwatch extproc|inject` runs from the same directory.
+	build := exec.Command("go", "build", "-o", dir+"/", ".", "../inferwatch-extproc", "../inferwatch-inject")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: go build:", err)

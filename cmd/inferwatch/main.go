@@ -6,6 +6,9 @@
 //	inferwatch modelserver  (the demo's model server alone)
 //	inferwatch load   (open-loop load generator)
 //	inferwatch inject --tls-cert ... --tls-key ...  (Kubernetes sidecar injector webhook)
+//
+// extproc and inject are binaries of their own (cmd/inferwatch-extproc,
+// cmd/inferwatch-inject; see sibling.go), run in place of this one.
 package main
 
 import (
@@ -31,6 +34,8 @@ Usage:
   inferwatch inject [flags]       serve the Kubernetes sidecar injector (mutating admission webhook)
   inferwatch version
 
+extproc and inject run the binaries inferwatch-extproc and inferwatch-inject,
+found beside inferwatch or on PATH (go build -o DIR ./cmd/...).
 Run 'inferwatch COMMAND -h' for a command's flags.
 `
 
@@ -45,7 +50,7 @@ func main() {
 	case "proxy":
 		err = runProxy(args, os.Stderr)
 	case "extproc":
-		err = runExtproc(args, os.Stderr)
+		err = execSibling("inferwatch-extproc", args)
 	case "demo":
 		err = runDemo(args, os.Stdout, os.Stderr)
 	case "modelserver":
@@ -59,7 +64,7 @@ func main() {
 	case "baseline":
 		err = runBaseline(args, os.Stderr)
 	case "inject":
-		err = runInject(args, os.Stderr)
+		err = execSibling("inferwatch-inject", args)
 	case "version", "-version", "--version":
 		fmt.Println("inferwatch", version)
 	case "help", "-h", "--help":

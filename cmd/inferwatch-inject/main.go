@@ -1,0 +1,26 @@
+// Command inferwatch-inject serves the Kubernetes sidecar injector, a
+// mutating admission webhook (see inject/). It is a binary of its own so
+// that k8s.io/api's packages, linked and initialised in every process that
+// imports them, stay out of the sidecar: `inferwatch inject` runs this
+// binary when it lies beside inferwatch or on PATH.
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+)
+
+func main() {
+	if err := runInject(os.Args[1:], os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "inferwatch inject:", err)
+		os.Exit(1)
+	}
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}
