@@ -34,11 +34,36 @@ type h1Pool struct {
 // peakWindow is how long a burst's concurrency keeps connections warm.
 const peakWindow = time.Minute
 
+// h1Conn is one upstream connection. Its read buffer is taken from a pool
+// for one exchange and handed back when the exchange ends, so an idle
+// connection holds no buffer: the pool keeps as many connections as the
+// load's peak concurrency, but buffers only for the calls in flight.
 type h1Conn struct {
 	nc   net.Conn
-	br   *bufio.Reader
-	bw   *bufio.Writer
+	br   *bufio.Reader // during an exchange only
 	used time.Time
+}
+
+const h1BufSize = 32 << 10
+
+var (
+	h1Readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, h1BufSize) }}
+	h1Writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, h1BufSize) }}
+)
+
+// release hands the read buffer back; the exchange is over.
+func (c *h1Conn) release() {
+	if c.br != nil {
+		c.br.Reset(nil)
+		h1Readers.Put(c.br)
+		c.br = nil
+	}
+}
+
+// close ends the connection and its exchange.
+func (c *h1Conn) close() {
+	c.nc.Close()
+	c.release()
 }
 
 func newH1Pool(dial func(ctx context.Context) (net.Conn, error), maxIdle int, idleTimeout time.Duration) *h1Pool {
@@ -69,7 +94,7 @@ func (p *h1Pool) get(ctx context.Context) (*h1Conn, bool, error) {
 		p.done()
 		return nil, false, err
 	}
-	return &h1Conn{nc: nc, br: bufio.NewReaderSize(nc, 32<<10), bw: bufio.NewWriterSize(nc, 32<<10)}, false, nil
+	return &h1Conn{nc: nc}, false, nil
 }
 
 func (p *h1Pool) done() {
@@ -82,6 +107,7 @@ func (p *h1Pool) done() {
 // load needed (the peak concurrency of this window or the last), closing
 // the rest.
 func (p *h1Pool) put(c *h1Conn) {
+	c.release()
 	c.used = time.Now()
 	p.mu.Lock()
 	p.inflight--
@@ -123,7 +149,7 @@ func (p *h1Pool) roundTrip(req *http.Request) (*http.Response, error) {
 			body, err := req.GetBody()
 			if err != nil {
 				p.done()
-				c.nc.Close()
+				c.close()
 				return nil, err
 			}
 			req.Body = body
@@ -132,7 +158,7 @@ func (p *h1Pool) roundTrip(req *http.Request) (*http.Response, error) {
 		if err == nil {
 			return res, nil
 		}
-		c.nc.Close()
+		c.close()
 		p.done()
 		if reused && !sent && attempt == 0 && req.Context().Err() == nil {
 			continue
@@ -146,14 +172,20 @@ func (p *h1Pool) roundTrip(req *http.Request) (*http.Response, error) {
 func (p *h1Pool) exchange(c *h1Conn, req *http.Request) (*http.Response, bool, error) {
 	ctx := req.Context()
 	stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(time.Unix(1, 0)) })
-	if err := req.Write(c.bw); err != nil {
+	bw := h1Writers.Get().(*bufio.Writer)
+	bw.Reset(c.nc)
+	err := req.Write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	bw.Reset(nil)
+	h1Writers.Put(bw)
+	if err != nil {
 		stop()
 		return nil, false, fmt.Errorf("write request: %w", ctxErr(ctx, err))
 	}
-	if err := c.bw.Flush(); err != nil {
-		stop()
-		return nil, false, fmt.Errorf("write request: %w", ctxErr(ctx, err))
-	}
+	c.br = h1Readers.Get().(*bufio.Reader)
+	c.br.Reset(c.nc)
 	if _, err := c.br.Peek(1); err != nil {
 		stop()
 		if errors.Is(err, io.EOF) {
@@ -214,7 +246,7 @@ func (b *h1Body) Close() error {
 			b.p.put(b.c)
 			return
 		}
-		b.c.nc.Close()
+		b.c.close()
 		b.p.done()
 	})
 	return nil

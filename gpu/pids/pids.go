@@ -13,11 +13,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
 // ErrNotFound says that nothing matched: no socket listening on the port,
@@ -110,7 +113,13 @@ func listeningPIDs(proc string, port int) ([]int, error) {
 	if len(inodes) == 0 {
 		return nil, fmt.Errorf("listening PIDs: no TCP socket listening on port %d: %w", port, ErrNotFound)
 	}
+	if pids, ok := owners.lookup(proc, inodes, time.Now()); ok {
+		return pids, nil
+	}
 	pids, denied, err := socketOwners(proc, inodes)
+	if err == nil && len(pids) > 0 {
+		owners.store(proc, inodes, pids, time.Now())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listening PIDs for port %d: %w", port, err)
 	}
@@ -162,6 +171,79 @@ func listenInodes(path string, port int, inodes map[uint64]bool) error {
 	return nil
 }
 
+// ownerRescan bounds how long a cached owner answer is trusted without a
+// full scan: a pre-forking server's new workers share its listening socket
+// and show up at the next full scan.
+const ownerRescan = 30 * time.Second
+
+// ownerCache remembers the last owners found for a set of listening
+// sockets. A full scan reads every descriptor of every process (here 770
+// readlinks a second, 2 % of a core, for a once-a-second caller); while the
+// socket set is the same, checking that the known owners still hold it
+// costs a few.
+type ownerCache struct {
+	mu      sync.Mutex
+	proc    string
+	inodes  map[uint64]bool
+	pids    []int
+	scanned time.Time
+}
+
+var owners ownerCache
+
+func (c *ownerCache) lookup(proc string, inodes map[uint64]bool, now time.Time) ([]int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.proc != proc || !maps.Equal(c.inodes, inodes) || now.Sub(c.scanned) >= ownerRescan {
+		return nil, false
+	}
+	for _, pid := range c.pids {
+		if !holdsSocket(proc, pid, inodes) {
+			return nil, false
+		}
+	}
+	return slices.Clone(c.pids), true
+}
+
+func (c *ownerCache) store(proc string, inodes map[uint64]bool, pids []int, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.proc, c.inodes, c.pids, c.scanned = proc, maps.Clone(inodes), slices.Clone(pids), now
+}
+
+// holdsSocket reports whether pid has a descriptor on one of inodes.
+func holdsSocket(proc string, pid int, inodes map[uint64]bool) bool {
+	fdDir := filepath.Join(proc, strconv.Itoa(pid), "fd")
+	fds, err := os.ReadDir(fdDir)
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		if inodes[socketInode(filepath.Join(fdDir, fd.Name()))] {
+			return true
+		}
+	}
+	return false
+}
+
+// socketInode returns the inode of the socket a descriptor link names, 0
+// for anything else.
+func socketInode(link string) uint64 {
+	target, err := os.Readlink(link)
+	if err != nil {
+		return 0
+	}
+	rest, ok := strings.CutPrefix(target, "socket:[")
+	if !ok {
+		return 0
+	}
+	ino, err := strconv.ParseUint(strings.TrimSuffix(rest, "]"), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return ino
+}
+
 // socketOwners scans proc/*/fd for links to "socket:[inode]" and returns the
 // PIDs holding any of inodes, sorted, and how many processes' descriptors
 // could not be read for lack of permission.
@@ -185,16 +267,7 @@ func socketOwners(proc string, inodes map[uint64]bool) (pids []int, denied int, 
 			continue
 		}
 		for _, fd := range fds {
-			target, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
-			if err != nil {
-				continue
-			}
-			rest, ok := strings.CutPrefix(target, "socket:[")
-			if !ok {
-				continue
-			}
-			ino, err := strconv.ParseUint(strings.TrimSuffix(rest, "]"), 10, 64)
-			if err == nil && inodes[ino] {
+			if inodes[socketInode(filepath.Join(fdDir, fd.Name()))] {
 				pids = append(pids, pid)
 				break
 			}

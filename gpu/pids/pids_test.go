@@ -260,3 +260,45 @@ func TestSockDiagMatchesProcNet(t *testing.T) {
 		t.Fatalf("port %d (nobody listens; %d does): %v, %v", unused, free, none, err)
 	}
 }
+
+// TestListeningPIDsOwnerCache: while the listening sockets stay the same,
+// the last owners are rechecked instead of every process scanned; an owner
+// that lets go of the socket, a new socket, or the rescan interval brings a
+// full scan back.
+func TestListeningPIDsOwnerCache(t *testing.T) {
+	proc := t.TempDir()
+	write(t, filepath.Join(proc, "net/tcp"), tcpHeader+
+		"   0: 00000000:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 555 1 0000000000000000 100 0 0 10 0\n")
+	symlink(t, "socket:[555]", filepath.Join(proc, "100/fd/7"))
+	if got, err := listeningPIDs(proc, 8000); err != nil || !slices.Equal(got, []int{100}) {
+		t.Fatalf("first scan: %v, %v; want [100]", got, err)
+	}
+
+	// A second holder appears: the cache, whose owner still holds the
+	// socket, answers without seeing it ...
+	symlink(t, "socket:[555]", filepath.Join(proc, "150/fd/3"))
+	if got, _ := listeningPIDs(proc, 8000); !slices.Equal(got, []int{100}) {
+		t.Fatalf("cached: %v, want [100] (no full scan)", got)
+	}
+	// ... until the interval is up.
+	owners.mu.Lock()
+	owners.scanned = owners.scanned.Add(-ownerRescan)
+	owners.mu.Unlock()
+	if got, _ := listeningPIDs(proc, 8000); !slices.Equal(got, []int{100, 150}) {
+		t.Fatalf("after the rescan interval: %v, want [100 150]", got)
+	}
+
+	// The cached owner exits: a full scan finds who holds the socket now.
+	os.RemoveAll(filepath.Join(proc, "100"))
+	if got, _ := listeningPIDs(proc, 8000); !slices.Equal(got, []int{150}) {
+		t.Fatalf("after the owner left: %v, want [150]", got)
+	}
+
+	// A restarted server listens on a new socket: the cache does not match.
+	write(t, filepath.Join(proc, "net/tcp"), tcpHeader+
+		"   0: 00000000:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 777 1 0000000000000000 100 0 0 10 0\n")
+	symlink(t, "socket:[777]", filepath.Join(proc, "300/fd/4"))
+	if got, _ := listeningPIDs(proc, 8000); !slices.Equal(got, []int{300}) {
+		t.Fatalf("after a new socket: %v, want [300]", got)
+	}
+}
