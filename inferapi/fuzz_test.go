@@ -3,8 +3,10 @@ package inferapi
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -263,6 +265,38 @@ func FuzzHTTPDecode(f *testing.F) {
 			var part record.Call
 			if perr := decode(r, h, prefix, true, &part); err == nil && perr != nil {
 				t.Fatalf("whole body decodes, its %d-byte prefix fails: %v", len(prefix), perr)
+			}
+		}
+	})
+}
+
+// FuzzSSE: any bytes, in any split, through the event-stream scanner and
+// the OpenAI event reader: no panic, events bounded, and the split does not
+// change what is found.
+func FuzzSSE(f *testing.F) {
+	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: [DONE]\n\n"), 7)
+	f.Add([]byte("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}\r\n\r\n"), 3)
+	f.Add([]byte(": c\revent: x\rdata: {\"type\":\"response.output_text.delta\"}\r\r"), 1)
+	f.Fuzz(func(t *testing.T, stream []byte, split int) {
+		collect := func(pieces ...[]byte) []string {
+			var s SSEScanner
+			var out []string
+			for _, p := range pieces {
+				s.Feed(p, func(data []byte, cut bool) {
+					if len(data) > maxEventData {
+						t.Fatalf("event of %d bytes past the bound", len(data))
+					}
+					ev, err := ParseOpenAIEvent(data)
+					out = append(out, fmt.Sprintf("%q %v %+v %v", data, cut, ev, err != nil))
+				})
+			}
+			return out
+		}
+		whole := collect(stream)
+		if len(stream) > 0 {
+			split = ((split % len(stream)) + len(stream)) % len(stream)
+			if parts := collect(stream[:split], stream[split:]); !slices.Equal(whole, parts) {
+				t.Fatalf("split at %d: %q, whole: %q", split, parts, whole)
 			}
 		}
 	})

@@ -101,20 +101,58 @@ func decodeOpenAIResponse(h http.Header, body []byte, truncated bool, c *record.
 	if len(body) == 0 {
 		return nil
 	}
+	whole := !c.Stream
+	var ev OpenAIEvent
 	w := newJSONWalk(body)
 	err := w.object("body", func(key string) error {
-		if key != "model" {
-			return w.skip()
+		switch key {
+		case "model":
+			s, err := w.string(key)
+			if err == nil && c.Model == "" {
+				c.Model = s
+			}
+			return err
+		case "usage":
+			if whole {
+				return w.usage(&ev)
+			}
+		case "metrics":
+			if whole {
+				return w.serverTimes(&ev.Server)
+			}
+		case "choices":
+			if whole {
+				_, err := w.array(key, func(int) error { return w.choice(&ev) })
+				return err
+			}
 		}
-		s, err := w.string(key)
-		if err == nil && c.Model == "" {
-			c.Model = s
-		}
-		return err
+		return w.skip()
 	})
+	if whole && c.LLM == nil && (ev.HasUsage || ev.FinishReason != "") {
+		c.LLM = wholeAnswer(c, ev)
+		c.Stages = ev.Server.Stages(c.Stages, StageSourceVLLM)
+	}
 	return finish(err, truncated)
 }
 
+// wholeAnswer is the token timing of a non-streamed generation: the answer
+// arrives at once, so there is no first token to time; Whole is the
+// request handed over until the answer's last byte, which TPOT spreads
+// over the output tokens.
+func wholeAnswer(c *record.Call, ev OpenAIEvent) *record.LLM {
+	l := &record.LLM{
+		PromptTokens: ev.PromptTokens, OutputTokens: ev.OutputTokens,
+		FinishReason: ev.FinishReason, TokensEstimated: !ev.HasUsage,
+	}
+	if c.ResponseEnd > 0 {
+		from := c.UpstreamSent
+		if from <= 0 || from > c.ResponseEnd {
+			from = c.UpstreamStart
+		}
+		l.Whole = c.ResponseEnd - from
+	}
+	return l
+}
 // firstEvent returns the data of the first server-sent event that carries
 // JSON, its data lines joined as the event-stream format says; cut says the
 // prefix ended inside it. ok is false when the prefix holds no such event

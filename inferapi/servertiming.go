@@ -2,6 +2,7 @@ package inferapi
 
 import (
 	"math"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -133,4 +134,35 @@ func stageName(s string) string {
 
 func labelByte(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.' || c == '-'
+}
+
+// StageSourceTGI is the Source of stages read from Text Generation
+// Inference's x-*-time response headers.
+const StageSourceTGI = "tgi"
+
+// tgiStages maps TGI's timing headers (whole milliseconds) to stage names:
+// queue as Server-Timing and the LLM metrics name it.
+var tgiStages = [...]struct{ header, stage string }{
+	{"X-Validation-Time", "validation"},
+	{"X-Queue-Time", "queue"},
+	{"X-Inference-Time", "inference"},
+}
+
+// ParseTGITimes appends to dst the stages Hugging Face TGI reports in its
+// x-validation-time, x-queue-time and x-inference-time headers (sent on
+// answers that were not streamed). Values that are not a non-negative
+// number of milliseconds are skipped.
+func ParseTGITimes(h http.Header, dst []record.Stage) []record.Stage {
+	for _, t := range tgiStages {
+		v := h[t.header]
+		if len(v) == 0 {
+			continue
+		}
+		ms, err := strconv.ParseFloat(strings.TrimSpace(v[0]), 64)
+		if err != nil || ms < 0 || ms > 1e9 {
+			continue
+		}
+		dst = append(dst, record.Stage{Name: t.stage, Duration: time.Duration(ms * float64(time.Millisecond)), Source: StageSourceTGI})
+	}
+	return dst
 }

@@ -36,6 +36,9 @@ func (s *Set) Observe(c *record.Call) {
 		s.mu.Unlock()
 	}
 	h.update(c)
+	if c.LLM != nil {
+		s.observeLLM(h.x, c)
+	}
 
 	for rest := c.Stages; len(rest) > 0; {
 		n := min(len(rest), stageChunk)

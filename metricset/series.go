@@ -28,6 +28,7 @@ type series struct {
 	batch      *metrics.PrometheusHistogram
 	tensorsIn  *metrics.Counter
 	tensorsOut *metrics.Counter
+	llm        *llmSeries // made on the first generative call
 }
 
 func newSeries(ms *metrics.Set, k seriesKey) *series {

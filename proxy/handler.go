@@ -214,6 +214,9 @@ func (h *Handler) relay(w http.ResponseWriter, cl *call, res *http.Response) (ab
 	}
 	announced := announceTrailers(hdr, res.Trailer)
 	c.Stages = inferapi.ParseServerTiming(res.Header["Server-Timing"], c.Stages)
+	if cl.route.API == record.APIOpenAI {
+		c.Stages = inferapi.ParseTGITimes(res.Header, c.Stages)
+	}
 	if cl.respCap != nil {
 		cl.respHdr = decodeHeaders(res.Header)
 	}
@@ -224,6 +227,12 @@ func (h *Handler) relay(w http.ResponseWriter, cl *call, res *http.Response) (ab
 	stream := h.streaming(cl, res)
 	if stream {
 		tw.Flush() // a streaming client may wait for headers before anything else
+	}
+	var sse *sseTrack
+	if cl.route.API == record.APIOpenAI && eventStream(res.Header) {
+		sse = new(sseTrack)
+		// After the error kind is settled, whichever way relay returns.
+		defer func() { sse.finish(c, c.ErrorKind == record.ErrClientCancel) }()
 	}
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
@@ -240,12 +249,18 @@ func (h *Handler) relay(w http.ResponseWriter, cl *call, res *http.Response) (ab
 			if cl.respCap != nil {
 				cl.respCap.write(buf[:n])
 			}
+			if sse != nil {
+				sse.read(buf[:n], time.Since(c.Start))
+			}
 			if _, werr := tw.Write(buf[:n]); werr != nil {
 				c.ErrorKind = record.ErrClientCancel
 				break
 			}
 			if stream {
 				tw.Flush()
+			}
+			if sse != nil {
+				sse.written(time.Since(c.Start))
 			}
 		}
 		if rerr == io.EOF {
@@ -303,7 +318,12 @@ func (h *Handler) streaming(cl *call, res *http.Response) bool {
 	if res.ContentLength == -1 {
 		return true
 	}
-	ct := res.Header.Get("Content-Type")
+	return eventStream(res.Header)
+}
+
+// eventStream says the response is a server-sent event stream.
+func eventStream(h http.Header) bool {
+	ct := h.Get("Content-Type")
 	return len(ct) >= 17 && ct[:17] == "text/event-stream"
 }
 

@@ -138,6 +138,10 @@ type Call struct {
 	TraceModel       string
 	TraceProbability float64
 
+	// LLM holds a generative call's token timing (OpenAI-compatible
+	// streams and completions); nil for other calls.
+	LLM *LLM
+
 	// Deferred is work a front put off the data path (a sampled full decode
 	// of a captured payload); the Pipeline runs it before the sinks.
 	Deferred func(c *Call)

@@ -1,0 +1,121 @@
+package inferapi
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferwatch/inferwatch/record"
+)
+
+// TestSSEScannerSplits: the same stream fed whole, byte by byte and in
+// every two-piece split gives the same events; line ends may be \n, \r\n
+// or \r; comments and other fields are dropped; data lines join with \n.
+func TestSSEScannerSplits(t *testing.T) {
+	for _, tc := range []struct {
+		name, stream string
+		want         []string
+	}{
+		{"lf", "data: a\n\ndata: b\n\n", []string{"a", "b"}},
+		{"crlf", "data: a\r\n\r\ndata:b\r\n\r\n", []string{"a", "b"}},
+		{"cr", "data: a\r\rdata: b\r\r", []string{"a", "b"}},
+		{"multi-line", "data: {\"x\":\ndata: 1}\n\n", []string{"{\"x\":\n1}"}},
+		{"fields and comments", ": ping\n\nevent: response.output_text.delta\nid: 7\nretry: 10\ndata: x\n\n", []string{"x"}},
+		{"no space", "data:x\n\n", []string{"x"}},
+		{"empty data", "data\n\ndata:\n\n", []string{"", ""}},
+		{"not data", "datum: x\n\n", nil},
+		{"unterminated", "data: a\n\ndata: b\n", []string{"a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			feeds := [][]string{{tc.stream}}
+			var bytewise []string
+			for i := range len(tc.stream) {
+				bytewise = append(bytewise, tc.stream[i:i+1])
+			}
+			feeds = append(feeds, bytewise)
+			for i := 1; i < len(tc.stream); i++ {
+				feeds = append(feeds, []string{tc.stream[:i], tc.stream[i:]})
+			}
+			for _, pieces := range feeds {
+				var s SSEScanner
+				var got []string
+				for _, p := range pieces {
+					s.Feed([]byte(p), func(data []byte, cut bool) {
+						if cut {
+							t.Errorf("cut event %q", data)
+						}
+						got = append(got, string(data))
+					})
+				}
+				if strings.Join(got, "|") != strings.Join(tc.want, "|") || len(got) != len(tc.want) {
+					t.Fatalf("pieces %q: events %q, want %q", pieces, got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestSSEScannerBounds: an event larger than the bound is delivered cut,
+// and the next one whole.
+func TestSSEScannerBounds(t *testing.T) {
+	var s SSEScanner
+	big := strings.Repeat("x", maxEventData+1000)
+	var lens []int
+	var cuts []bool
+	s.Feed([]byte("data: "+big+"\n\ndata: small\n\n"), func(data []byte, cut bool) {
+		lens = append(lens, len(data))
+		cuts = append(cuts, cut)
+	})
+	if len(lens) != 2 || lens[0] != maxEventData || !cuts[0] || lens[1] != 5 || cuts[1] {
+		t.Fatalf("lens %v cuts %v", lens, cuts)
+	}
+}
+
+func TestParseOpenAIEvent(t *testing.T) {
+	for _, tc := range []struct {
+		name, data string
+		want       OpenAIEvent
+		err        bool
+	}{
+		{"chat role only", `{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`, OpenAIEvent{}, false},
+		{"chat content", `{"choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}`, OpenAIEvent{Content: true}, false},
+		{"chat last", `{"choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}],"usage":null}`, OpenAIEvent{Content: true, FinishReason: "stop"}, false},
+		{"chat reasoning", `{"choices":[{"delta":{"reasoning_content":"hmm"}}]}`, OpenAIEvent{Content: true}, false},
+		{"chat tool call", `{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]}}]}`, OpenAIEvent{Content: true}, false},
+		{"usage chunk", `{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":34,"total_tokens":46}}`, OpenAIEvent{HasUsage: true, PromptTokens: 12, OutputTokens: 34}, false},
+		{"completion text", `{"object":"text_completion","choices":[{"text":" the","index":0,"finish_reason":"length"}]}`, OpenAIEvent{Content: true, FinishReason: "length"}, false},
+		{"responses delta", `{"type":"response.output_text.delta","delta":"Hi"}`, OpenAIEvent{Content: true}, false},
+		{"responses completed", `{"type":"response.completed","response":{"status":"completed","usage":{"input_tokens":5,"output_tokens":9}}}`, OpenAIEvent{HasUsage: true, PromptTokens: 5, OutputTokens: 9}, false},
+		{"vllm per-request metrics", `{"choices":[{"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":42,"completion_tokens":128},"metrics":{"time_to_first_token_ms":85.2,"generation_time_ms":1240.5,"queue_time_ms":12,"mean_itl_ms":9.1}}`,
+			OpenAIEvent{FinishReason: "stop", HasUsage: true, PromptTokens: 42, OutputTokens: 128, Server: ServerLLMTimes{Queue: 12 * time.Millisecond, Prefill: 85200 * time.Microsecond, Decode: 1240500 * time.Microsecond}}, false},
+		{"done", " [DONE] ", OpenAIEvent{Done: true}, false},
+		{"error", `{"error":{"message":"overloaded","code":503}}`, OpenAIEvent{Error: true}, false},
+		{"not json", `hello`, OpenAIEvent{}, true},
+		{"cut", `{"choices":[{"delta":{"content":"x"}`, OpenAIEvent{Content: true}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseOpenAIEvent([]byte(tc.data))
+			if (err != nil) != tc.err || got != tc.want {
+				t.Fatalf("got %+v, %v; want %+v, error %v", got, err, tc.want, tc.err)
+			}
+		})
+	}
+}
+
+func TestParseTGITimes(t *testing.T) {
+	h := http.Header{}
+	h.Set("X-Validation-Time", "1")
+	h.Set("X-Queue-Time", "12")
+	h.Set("X-Inference-Time", "bad")
+	h.Set("X-Time-Per-Token", "20")
+	got := ParseTGITimes(h, nil)
+	want := []record.Stage{
+		{Name: "validation", Duration: time.Millisecond, Source: StageSourceTGI},
+		{Name: "queue", Duration: 12 * time.Millisecond, Source: StageSourceTGI},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+}

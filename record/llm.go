@@ -1,0 +1,101 @@
+package record
+
+import "time"
+
+// LLM is the token timing of one generative call, measured where the
+// sidecar sees each server-sent event: read from the upstream, and written
+// (flushed) to the client. Offsets are from Call.Start, like the phases.
+// Text is never held: only which events carried output.
+type LLM struct {
+	// FirstToken is when the first event carrying output reached the
+	// client; FirstTokenUpstream when it arrived from the upstream.
+	FirstToken         time.Duration
+	FirstTokenUpstream time.Duration
+	// LastToken is when the last event carrying output reached the client.
+	LastToken time.Duration
+
+	// ContentEvents counts events that carried output; Gaps holds the time
+	// between consecutive ones as written to the client (the inter-token
+	// latency), the first MaxGaps of them; GapCount, GapSum and MaxGap
+	// cover all of them.
+	ContentEvents int
+	Gaps          []time.Duration
+	GapCount      int
+	GapSum        time.Duration
+	MaxGap        time.Duration
+
+	PromptTokens int
+	OutputTokens int
+	// TokensEstimated says OutputTokens was counted from content events,
+	// the server having sent no usage (stream_options.include_usage unset).
+	TokensEstimated bool
+	FinishReason    string
+	Streamed        bool // server-sent events; false for a whole JSON answer
+	// Whole, for an answer that was not streamed: the request handed over
+	// until the answer's last byte from the upstream.
+	Whole time.Duration
+	// Disconnected: the client went away mid-stream.
+	Disconnected bool
+}
+
+// MaxGaps bounds the gaps a record keeps (a long generation has thousands);
+// the counters still cover every one.
+const MaxGaps = 8192
+
+// AddGap records one gap between content events.
+func (l *LLM) AddGap(d time.Duration) {
+	if len(l.Gaps) < MaxGaps {
+		l.Gaps = append(l.Gaps, d)
+	}
+	l.GapCount++
+	l.GapSum += d
+	l.MaxGap = max(l.MaxGap, d)
+}
+
+// TTFT is the time to first token as the client sees it at the sidecar:
+// request headers received until the first output event was flushed to
+// the client. Only a streamed answer has one.
+func (l *LLM) TTFT() (time.Duration, bool) {
+	return l.FirstToken, l.Streamed && l.FirstToken > 0
+}
+
+// TTFTUpstream is the upstream's share of the TTFT: the request handed
+// over (c's UpstreamSent, or UpstreamStart while the request still flowed)
+// until the first output event arrived from the upstream.
+func (l *LLM) TTFTUpstream(c *Call) (time.Duration, bool) {
+	if !l.Streamed || l.FirstTokenUpstream <= 0 {
+		return 0, false
+	}
+	from := c.UpstreamSent
+	if from <= 0 || from > l.FirstTokenUpstream {
+		from = c.UpstreamStart
+	}
+	if from > l.FirstTokenUpstream {
+		return 0, false
+	}
+	return l.FirstTokenUpstream - from, true
+}
+
+// TPOT is the time per output token after the first: for a stream, first
+// to last output event at the client over the tokens between them; for a
+// whole answer, Whole over all its tokens.
+func (l *LLM) TPOT() (time.Duration, bool) {
+	if !l.Streamed {
+		if l.OutputTokens <= 0 || l.Whole <= 0 {
+			return 0, false
+		}
+		return l.Whole / time.Duration(l.OutputTokens), true
+	}
+	if l.OutputTokens < 2 || l.LastToken <= l.FirstToken {
+		return 0, false
+	}
+	return (l.LastToken - l.FirstToken) / time.Duration(l.OutputTokens-1), true
+}
+
+// TokensPerSecond is output tokens over the call's whole time.
+func (l *LLM) TokensPerSecond(total time.Duration) (float64, bool) {
+	if l.OutputTokens <= 0 || total <= 0 {
+		return 0, false
+	}
+	return float64(l.OutputTokens) / total.Seconds(), true
+}
