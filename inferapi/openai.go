@@ -153,6 +153,7 @@ func wholeAnswer(c *record.Call, ev OpenAIEvent) *record.LLM {
 	}
 	return l
 }
+
 // firstEvent returns the data of the first server-sent event that carries
 // JSON, its data lines joined as the event-stream format says; cut says the
 // prefix ended inside it. ok is false when the prefix holds no such event
