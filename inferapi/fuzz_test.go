@@ -301,3 +301,38 @@ func FuzzSSE(f *testing.F) {
 		}
 	})
 }
+
+// FuzzStreamHeads: the per-message readers of ModelStreamInfer take any
+// bytes, whole or cut anywhere, without a panic; a real message's id and
+// final flag come back from any head long enough to hold them.
+func FuzzStreamHeads(f *testing.F) {
+	res, _ := proto.Marshal(&inference.ModelStreamInferResponse{InferResponse: &inference.ModelInferResponse{
+		Id: "r1", Parameters: map[string]*inference.InferParameter{FinalResponseParam: {ParameterChoice: &inference.InferParameter_BoolParam{BoolParam: true}}},
+		RawOutputContents: [][]byte{make([]byte, 64)}}})
+	req, _ := proto.Marshal(&inference.ModelInferRequest{ModelName: "m", Id: "r1", RawInputContents: [][]byte{make([]byte, 64)}})
+	f.Add(res, "r1", true)
+	f.Add(req, "r1", false)
+	f.Add([]byte{0x0a, 0x05, 'o', 'o', 'p', 's'}, "", false)
+	f.Fuzz(func(t *testing.T, b []byte, id string, final bool) {
+		for cut := range len(b) + 1 {
+			InferRequestHead(b[:cut])
+			StreamResponseHead(b[:cut])
+		}
+		if len(id) > maxID {
+			return
+		}
+		r, err := proto.Marshal(&inference.ModelStreamInferResponse{InferResponse: &inference.ModelInferResponse{
+			Id: id, Parameters: map[string]*inference.InferParameter{FinalResponseParam: {ParameterChoice: &inference.InferParameter_BoolParam{BoolParam: final}}},
+			RawOutputContents: [][]byte{b}}})
+		if err != nil {
+			return // an id that is not UTF-8: no encoder sends it
+		}
+		if h := StreamResponseHead(r); h.ID != id || h.Final != final || h.Error {
+			t.Fatalf("response head %+v, want id %q final %v", h, id, final)
+		}
+		q, _ := proto.Marshal(&inference.ModelInferRequest{ModelName: "m", Id: id, RawInputContents: [][]byte{b}})
+		if h := InferRequestHead(q); h.ID != id {
+			t.Fatalf("request head id %q, want %q", h.ID, id)
+		}
+	})
+}

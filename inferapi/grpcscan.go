@@ -127,6 +127,11 @@ type GRPCScanner struct {
 	raw      [record.MaxTensors]int64
 	nraw     int // raw contents seen
 
+	// Heads: the first bytes of every message, for a per-message callback.
+	headMax int
+	headFn  func(head []byte, whole bool)
+	head    []byte
+
 	// Capture of the first message.
 	captureMax int
 	reserve    func(n int64) bool
@@ -139,7 +144,7 @@ type GRPCScanner struct {
 // must be asked for again after Reset.
 func (s *GRPCScanner) Reset(kind MessageKind, maxMessage int64) {
 	text, dims := s.text[:0], s.dims[:0]
-	*s = GRPCScanner{kind: kind, max: maxMessage, text: text, dims: dims}
+	*s = GRPCScanner{kind: kind, max: maxMessage, text: text, dims: dims, head: s.head[:0]}
 }
 
 // Capture asks the scanner, before the first Feed, to keep a copy of the first
@@ -151,6 +156,16 @@ func (s *GRPCScanner) Reset(kind MessageKind, maxMessage int64) {
 // capture is decoded or dropped.
 func (s *GRPCScanner) Capture(max int, reserve func(n int64) bool) {
 	s.captureMax, s.reserve = max, reserve
+}
+
+// Heads asks for fn to be called as each message ends, with its first max
+// bytes (whole reports that they are all of it): the per-message fields of a
+// stream (a request's id, a response's final flag) sit at the front, where
+// protobuf encoders put low field numbers, ahead of the tensor data. The
+// head is copied into a buffer the scanner reuses; fn must not keep it.
+// Compressed messages are not shown. Reset clears the request.
+func (s *GRPCScanner) Heads(max int, fn func(head []byte, whole bool)) {
+	s.headMax, s.headFn = max, fn
 }
 
 // Captured returns the first message's body when Capture asked for it and it
@@ -209,6 +224,9 @@ func (s *GRPCScanner) Feed(p []byte) error {
 		if s.capturing {
 			s.captured = append(s.captured, chunk...)
 		}
+		if s.headFn != nil && len(s.head) < s.headMax {
+			s.head = append(s.head, chunk[:min(len(chunk), s.headMax-len(s.head))]...)
+		}
 		if s.scan {
 			s.fields(chunk)
 		} else {
@@ -230,6 +248,7 @@ func (s *GRPCScanner) begin() error {
 		return s.err
 	}
 	s.inBody, s.size, s.pos = true, size, 0
+	s.head = s.head[:0]
 	switch flag {
 	case 0:
 	case 1:
@@ -266,6 +285,9 @@ func (s *GRPCScanner) begin() error {
 func (s *GRPCScanner) finish() {
 	if s.scan {
 		s.fields(nil) // closes the levels that end with the message, or fails
+	}
+	if s.headFn != nil && s.prefix[0] == 0 { // a compressed message's head says nothing
+		s.headFn(s.head, s.size <= int64(s.headMax))
 	}
 	s.messages++
 	s.inBody, s.nprefix, s.scan, s.capturing = false, 0, false, false

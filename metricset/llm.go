@@ -78,8 +78,8 @@ func newLLMSeries(ms *metrics.Set, model, version string) *llmSeries {
 	}
 }
 
-// observeLLM updates the LLM metrics of x's model from c.LLM.
-func (s *Set) observeLLM(x *series, c *record.Call) {
+// llmOf returns x's LLM metrics, making them on first use.
+func (s *Set) llmOf(x *series) *llmSeries {
 	s.mu.RLock()
 	l := x.llm
 	s.mu.RUnlock()
@@ -91,6 +91,36 @@ func (s *Set) observeLLM(x *series, c *record.Call) {
 		l = x.llm
 		s.mu.Unlock()
 	}
+	return l
+}
+
+// observeStreamRequests updates the LLM metrics from the requests of a
+// ModelStreamInfer stream, each a generation of its own: its first
+// response is its first token (counted from the request's arrival), the
+// gaps between its responses the inter-token latency, its responses the
+// output tokens (source="events": a decoupled model may put several
+// tokens in one response).
+func (s *Set) observeStreamRequests(x *series, reqs []record.StreamRequest) {
+	l := s.llmOf(x)
+	for i := range reqs {
+		r := &reqs[i]
+		if r.Responses == 0 {
+			continue
+		}
+		l.ttft.Update((r.FirstResponse - r.Arrived).Seconds())
+		observeGaps(l.itl, &r.Gaps)
+		if r.Responses > 1 {
+			l.tpot.Update((r.LastResponse - r.FirstResponse).Seconds() / float64(r.Responses-1))
+			l.decode.Update((r.LastResponse - r.FirstResponse).Seconds())
+		}
+		l.e2e.Update((r.LastResponse - r.Arrived).Seconds())
+		l.outCounted.Add(r.Responses)
+	}
+}
+
+// observeLLM updates the LLM metrics of x's model from c.LLM.
+func (s *Set) observeLLM(x *series, c *record.Call) {
+	l := s.llmOf(x)
 	m := c.LLM
 	if d, ok := m.TTFT(); ok {
 		l.ttft.Update(d.Seconds())
@@ -99,7 +129,7 @@ func (s *Set) observeLLM(x *series, c *record.Call) {
 	if upOK {
 		l.ttftUpstream.Update(up.Seconds())
 	}
-	observeGaps(l.itl, m)
+	observeGaps(l.itl, &m.Gaps)
 	if d, ok := m.TPOT(); ok {
 		l.tpot.Update(d.Seconds())
 	}
@@ -148,14 +178,14 @@ func (s *Set) observeLLM(x *series, c *record.Call) {
 
 // observeGaps puts every inter-token gap into h: those the record kept one
 // by one, the rest (past record.MaxGaps) as their mean.
-func observeGaps(h *metrics.PrometheusHistogram, m *record.LLM) {
+func observeGaps(h *metrics.PrometheusHistogram, g *record.Gaps) {
 	var kept time.Duration
-	for _, g := range m.Gaps {
-		h.Update(g.Seconds())
-		kept += g
+	for _, d := range g.Kept {
+		h.Update(d.Seconds())
+		kept += d
 	}
-	if rest := m.GapCount - len(m.Gaps); rest > 0 {
-		mean := (m.GapSum - kept).Seconds() / float64(rest)
+	if rest := g.Count - len(g.Kept); rest > 0 {
+		mean := (g.Sum - kept).Seconds() / float64(rest)
 		for range rest {
 			h.Update(mean)
 		}

@@ -2,6 +2,7 @@ package metricset
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ func TestObserveLLM(t *testing.T) {
 		ContentEvents: 4, PromptTokens: 10, OutputTokens: 4, FinishReason: "stop",
 	}
 	for _, g := range []time.Duration{100 * ms, 100 * ms, 100 * ms} {
-		streamed.AddGap(g)
+		streamed.Gaps.Add(g)
 	}
 	c := call(streamed)
 	c.Stages = []record.Stage{{Name: "queue", Duration: 8 * ms}}
@@ -36,7 +37,7 @@ func TestObserveLLM(t *testing.T) {
 		Streamed: true, FirstToken: 30 * ms, FirstTokenUpstream: 29 * ms, LastToken: 40 * ms,
 		ContentEvents: 2, OutputTokens: 2, TokensEstimated: true, Disconnected: true, FinishReason: "weird",
 	}
-	left.AddGap(10 * ms)
+	left.Gaps.Add(10 * ms)
 	s.Observe(call(left))
 
 	whole := &record.LLM{Whole: 398 * ms, PromptTokens: 5, OutputTokens: 199, FinishReason: "length"}
@@ -72,6 +73,11 @@ func TestObserveLLM(t *testing.T) {
 			t.Errorf("%s%v = %v, want %v", tc.name, tc.labels, got, tc.want)
 		}
 	}
+	for name := range help {
+		if strings.HasPrefix(name, "inferwatch_llm_") && e.help[name] == "" {
+			t.Errorf("no # HELP text for %s", name)
+		}
+	}
 }
 
 // TestObserveGapsPastTheKeptOnes: gaps past record.MaxGaps count at their
@@ -80,7 +86,7 @@ func TestObserveGapsPastTheKeptOnes(t *testing.T) {
 	s := New(Options{})
 	l := &record.LLM{Streamed: true, FirstToken: ms, LastToken: time.Second, ContentEvents: record.MaxGaps + 11}
 	for i := range record.MaxGaps + 10 {
-		l.AddGap(time.Duration(1+i%3) * ms)
+		l.Gaps.Add(time.Duration(1+i%3) * ms)
 	}
 	var want time.Duration
 	for i := range record.MaxGaps + 10 {
@@ -94,5 +100,36 @@ func TestObserveGapsPastTheKeptOnes(t *testing.T) {
 	}
 	if got := e.value("inferwatch_llm_inter_token_latency_seconds_sum", m); math.Abs(got-want.Seconds()) > 1e-6 {
 		t.Errorf("sum %v, want %v", got, want.Seconds())
+	}
+}
+
+// TestObserveStreamRequests: each request of a decoupled stream is a
+// generation of its own, timed from its own arrival.
+func TestObserveStreamRequests(t *testing.T) {
+	s := New(Options{})
+	a := record.StreamRequest{ID: "a", Arrived: 10 * ms, FirstResponse: 30 * ms, LastResponse: 50 * ms, Responses: 3, Final: true}
+	a.Gaps.Add(10 * ms)
+	a.Gaps.Add(10 * ms)
+	b := record.StreamRequest{ID: "b", Arrived: 12 * ms, FirstResponse: 62 * ms, LastResponse: 62 * ms, Responses: 1, Final: true}
+	none := record.StreamRequest{ID: "c", Arrived: 13 * ms}
+	s.Observe(&record.Call{Start: time.Now(), End: 70 * ms, Protocol: "grpc", API: record.APIKServeV2, Method: "stream_infer",
+		Model: "llm", Code: "OK", StreamRequests: []record.StreamRequest{a, b, none}})
+	e := scrape(t, s)
+	m := map[string]string{"model": "llm", "version": "unknown"}
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"inferwatch_llm_time_to_first_token_seconds_count", m, 2},
+		{"inferwatch_llm_time_to_first_token_seconds_sum", m, 0.020 + 0.050},
+		{"inferwatch_llm_inter_token_latency_seconds_count", m, 2},
+		{"inferwatch_llm_time_per_output_token_seconds_sum", m, 0.010},
+		{"inferwatch_llm_e2e_seconds_sum", m, 0.040 + 0.050},
+		{"inferwatch_llm_output_tokens_total", with(m, "source", "events"), 4},
+	} {
+		if got := e.value(tc.name, tc.labels); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("%s%v = %v, want %v", tc.name, tc.labels, got, tc.want)
+		}
 	}
 }

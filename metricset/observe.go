@@ -39,6 +39,9 @@ func (s *Set) Observe(c *record.Call) {
 	if c.LLM != nil {
 		s.observeLLM(h.x, c)
 	}
+	if len(c.StreamRequests) > 0 {
+		s.observeStreamRequests(h.x, c.StreamRequests)
+	}
 
 	for rest := c.Stages; len(rest) > 0; {
 		n := min(len(rest), stageChunk)

@@ -37,6 +37,7 @@ type frameCall struct {
 	deadline   time.Time
 	grpcStatus string
 	respErr    error
+	stream     *streamTrack // ModelStreamInfer only
 }
 
 // Open starts measuring a stream the frame plane forwards.
@@ -71,6 +72,9 @@ func (h *Handler) Open(start time.Time, fields []hpack.HeaderField) (h2.Watcher,
 		}
 		fc.respScan = new(inferapi.GRPCScanner)
 		fc.respScan.Reset(fc.route.Reply, h.o.MaxMessageBytes)
+		if fc.route.Method == inferapi.MethodStreamInfer {
+			fc.stream = watchStream(start, fc.reqScan, fc.respScan)
+		}
 		if d, ok := parseGRPCTimeout(timeout); ok {
 			fc.deadline = start.Add(d)
 		}
@@ -188,6 +192,9 @@ func (fc *frameCall) Done(e *h2.Events) {
 		c.ErrorKind = record.ErrTooLarge
 	}
 	fillGRPC(c, fc.reqScan, fc.respScan, fc.res)
+	if fc.stream != nil {
+		fc.stream.fill(c)
+	}
 	if !fc.grpc {
 		c.RequestMessages, c.ResponseMessages = 1, 1
 	}

@@ -90,6 +90,7 @@ type call struct {
 	respHdr  http.Header  // the response headers a deferred decode reads
 	failed   error        // upstream broke after the response began
 	deadline time.Time    // from grpc-timeout; zero when none
+	stream   *streamTrack // ModelStreamInfer only
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -118,6 +119,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		cl.respScan = new(inferapi.GRPCScanner)
 		cl.respScan.Reset(respKind, h.o.MaxMessageBytes)
+		if cl.route.Method == inferapi.MethodStreamInfer {
+			cl.stream = watchStream(start, cl.body.scan, cl.respScan)
+		}
 	} else if cl.route.Infer && h.o.CaptureBytes > 0 {
 		cl.body.capture = &capture{max: h.o.CaptureBytes, budget: &h.budget}
 		cl.respCap = &capture{max: h.o.CaptureBytes, budget: &h.budget}
@@ -419,6 +423,9 @@ func (h *Handler) finish(cl *call, r *http.Request) {
 		c.UpstreamSent = c.UpstreamStart
 	}
 	fillGRPC(c, b.scan, cl.respScan, cl.grpcRes)
+	if cl.stream != nil {
+		cl.stream.fill(c)
+	}
 	if !cl.grpc {
 		c.RequestMessages, c.ResponseMessages = 1, 1
 		if b.capture != nil {

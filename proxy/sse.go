@@ -58,7 +58,7 @@ func (t *sseTrack) written(out time.Duration) {
 		if t.llm.ContentEvents == 0 {
 			t.llm.FirstToken = out
 		} else {
-			t.llm.AddGap(out - t.lastOut)
+			t.llm.Gaps.Add(out - t.lastOut)
 		}
 		t.llm.ContentEvents++
 		t.lastOut = out

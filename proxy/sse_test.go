@@ -199,16 +199,16 @@ func TestSSETiming(t *testing.T) {
 			}
 			// Ground truth: the server's flushes of content events 1..n.
 			truth := srv.flushed[1 : 1+len(gaps)]
-			if len(l.Gaps) != len(gaps)-1 || l.GapCount != len(gaps)-1 {
-				t.Fatalf("%d gaps kept, %d counted, want %d", len(l.Gaps), l.GapCount, len(gaps)-1)
+			if len(l.Gaps.Kept) != len(gaps)-1 || l.Gaps.Count != len(gaps)-1 {
+				t.Fatalf("%d gaps kept, %d counted, want %d", len(l.Gaps.Kept), l.Gaps.Count, len(gaps)-1)
 			}
 			var errs []time.Duration
-			for i, g := range l.Gaps {
+			for i, g := range l.Gaps.Kept {
 				want := truth[i+1].Sub(truth[i])
 				errs = append(errs, (g - want).Abs())
 			}
 			slices.Sort(errs)
-			t.Logf("gap error against the server's: p50 %v p90 %v max %v (stall gap %v)", errs[len(errs)/2], errs[len(errs)*9/10], errs[len(errs)-1], l.MaxGap)
+			t.Logf("gap error against the server's: p50 %v p90 %v max %v (stall gap %v)", errs[len(errs)/2], errs[len(errs)*9/10], errs[len(errs)-1], l.Gaps.Max)
 			// The median must be within the 1 ms the timing is meant to
 			// hold; a lone scheduling hiccup on a loaded machine may push
 			// one gap further, a gap measured at the wrong point (the
@@ -216,8 +216,8 @@ func TestSSETiming(t *testing.T) {
 			if errs[len(errs)/2] > time.Millisecond || errs[len(errs)-1] > 50*time.Millisecond {
 				t.Errorf("gap errors p50 %v max %v, want the median within 1 ms and none past 50 ms", errs[len(errs)/2], errs[len(errs)-1])
 			}
-			if l.MaxGap < 200*time.Millisecond {
-				t.Errorf("max gap %v, the stall was 200ms", l.MaxGap)
+			if l.Gaps.Max < 200*time.Millisecond {
+				t.Errorf("max gap %v, the stall was 200ms", l.Gaps.Max)
 			}
 			// TTFT: between the server's flush of the first token and the
 			// client's read of it, counted from the request's arrival.

@@ -14,15 +14,11 @@ type LLM struct {
 	// LastToken is when the last event carrying output reached the client.
 	LastToken time.Duration
 
-	// ContentEvents counts events that carried output; Gaps holds the time
+	// ContentEvents counts events that carried output; Gaps are the times
 	// between consecutive ones as written to the client (the inter-token
-	// latency), the first MaxGaps of them; GapCount, GapSum and MaxGap
-	// cover all of them.
+	// latency).
 	ContentEvents int
-	Gaps          []time.Duration
-	GapCount      int
-	GapSum        time.Duration
-	MaxGap        time.Duration
+	Gaps          Gaps
 
 	PromptTokens int
 	OutputTokens int
@@ -38,19 +34,46 @@ type LLM struct {
 	Disconnected bool
 }
 
-// MaxGaps bounds the gaps a record keeps (a long generation has thousands);
-// the counters still cover every one.
+// MaxGaps bounds the gaps a record keeps one by one (a long generation has
+// thousands); the counters still cover every one.
 const MaxGaps = 8192
 
-// AddGap records one gap between content events.
-func (l *LLM) AddGap(d time.Duration) {
-	if len(l.Gaps) < MaxGaps {
-		l.Gaps = append(l.Gaps, d)
-	}
-	l.GapCount++
-	l.GapSum += d
-	l.MaxGap = max(l.MaxGap, d)
+// Gaps are the intervals between consecutive events of a stream: the first
+// MaxGaps kept, and count, sum and maximum of all.
+type Gaps struct {
+	Kept  []time.Duration
+	Count int
+	Sum   time.Duration
+	Max   time.Duration
 }
+
+// Add records one gap.
+func (g *Gaps) Add(d time.Duration) {
+	if len(g.Kept) < MaxGaps {
+		g.Kept = append(g.Kept, d)
+	}
+	g.Count++
+	g.Sum += d
+	g.Max = max(g.Max, d)
+}
+
+// StreamRequest is one request of a bidirectional inference stream (Triton's
+// ModelStreamInfer, decoupled models) and the responses matched to it by
+// id. Offsets are from the call's Start.
+type StreamRequest struct {
+	ID            string
+	Arrived       time.Duration // the request message read from the client
+	FirstResponse time.Duration // its first response read from the upstream
+	LastResponse  time.Duration
+	Responses     int
+	Gaps          Gaps // between its responses
+	Final         bool // a response carried triton_final_response
+	Error         bool // a response carried error_message
+}
+
+// MaxStreamRequests bounds the requests a stream's record describes; more
+// are counted in Call.StreamRequestsDropped.
+const MaxStreamRequests = 256
 
 // TTFT is the time to first token as the client sees it at the sidecar:
 // request headers received until the first output event was flushed to

@@ -141,6 +141,11 @@ type Call struct {
 	// LLM holds a generative call's token timing (OpenAI-compatible
 	// streams and completions); nil for other calls.
 	LLM *LLM
+	// StreamRequests are the requests of a ModelStreamInfer stream with the
+	// responses matched to each (at most MaxStreamRequests; the rest are
+	// counted in StreamRequestsDropped).
+	StreamRequests        []StreamRequest
+	StreamRequestsDropped int
 
 	// Deferred is work a front put off the data path (a sampled full decode
 	// of a captured payload); the Pipeline runs it before the sinks.

@@ -1,0 +1,93 @@
+package proxy
+
+import (
+	"sync"
+	"time"
+
+	"github.com/inferwatch/inferwatch/inferapi"
+	"github.com/inferwatch/inferwatch/record"
+)
+
+// streamTrack follows the requests of a ModelStreamInfer stream (Triton's
+// decoupled models: any number of responses per request, several requests
+// in flight on one stream) and matches each response to its request by id.
+// The scanners hand it the first headBytes of every message as the message
+// ends, on the forwarding path: it reads a few protobuf fields there and
+// keeps times, nothing else.
+type streamTrack struct {
+	start time.Time
+
+	mu      sync.Mutex // the request and response sides run on different goroutines on the stdlib plane
+	reqs    []record.StreamRequest
+	dropped int
+}
+
+// headBytes is how much of each stream message is read for its id, error
+// and final flag: they precede the tensors.
+const headBytes = 1024
+
+// watchStream attaches a tracker to a ModelStreamInfer call's scanners.
+func watchStream(start time.Time, req, resp *inferapi.GRPCScanner) *streamTrack {
+	t := &streamTrack{start: start}
+	req.Heads(headBytes, t.request)
+	resp.Heads(headBytes, t.response)
+	return t
+}
+
+func (t *streamTrack) request(head []byte, _ bool) {
+	h := inferapi.InferRequestHead(head)
+	at := time.Since(t.start)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.reqs) >= record.MaxStreamRequests {
+		t.dropped++
+		return
+	}
+	t.reqs = append(t.reqs, record.StreamRequest{ID: h.ID, Arrived: at})
+}
+
+func (t *streamTrack) response(head []byte, _ bool) {
+	h := inferapi.StreamResponseHead(head)
+	at := time.Since(t.start)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.match(h.ID)
+	if r == nil {
+		return // a request past the bound, or a response to nothing
+	}
+	if r.Responses == 0 {
+		r.FirstResponse = at
+	} else {
+		r.Gaps.Add(at - r.LastResponse)
+	}
+	r.Responses++
+	r.LastResponse = at
+	r.Final = r.Final || h.Final
+	r.Error = r.Error || h.Error
+}
+
+// match finds the request a response belongs to: the newest request with
+// its id that has not had its final response; without an id (or an id no
+// request had: an error answer, say), the oldest one still open.
+func (t *streamTrack) match(id string) *record.StreamRequest {
+	if id != "" {
+		for i := len(t.reqs) - 1; i >= 0; i-- {
+			if r := &t.reqs[i]; r.ID == id && !r.Final {
+				return r
+			}
+		}
+	}
+	for i := range t.reqs {
+		if r := &t.reqs[i]; !r.Final && (id == "" || r.ID == "" || r.Responses == 0) {
+			return r
+		}
+	}
+	return nil
+}
+
+// fill puts the stream's requests into the record.
+func (t *streamTrack) fill(c *record.Call) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c.StreamRequests, c.StreamRequestsDropped = t.reqs, t.dropped
+}
