@@ -77,8 +77,8 @@ func (d *decoupled) ModelStreamInfer(s grpc.BidiStreamingServer[inference.ModelI
 
 func streamRequest(id string, n int64) []byte {
 	b, _ := proto.Marshal(&inference.ModelInferRequest{ModelName: "llm", Id: id,
-		Parameters: map[string]*inference.InferParameter{"n": {ParameterChoice: &inference.InferParameter_Int64Param{Int64Param: n}}},
-		Inputs:     []*inference.ModelInferRequest_InferInputTensor{{Name: "text", Datatype: "BYTES", Shape: []int64{1}}},
+		Parameters:       map[string]*inference.InferParameter{"n": {ParameterChoice: &inference.InferParameter_Int64Param{Int64Param: n}}},
+		Inputs:           []*inference.ModelInferRequest_InferInputTensor{{Name: "text", Datatype: "BYTES", Shape: []int64{1}}},
 		RawInputContents: [][]byte{[]byte("prompt " + id)}})
 	return b
 }
