@@ -27,6 +27,7 @@ import (
 func runDemo(args []string, out, logw io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	qps := fs.Float64("qps", 200, "calls per second through the sidecar (open loop, gRPC and HTTP mixed)")
+	llmQPS := fs.Float64("llm-qps", 4, "generations per second of the toy LLM (streamed over SSE and ModelStreamInfer, 24 tokens each); 0: none")
 	duration := fs.Duration("duration", 0, "how long to run; 0 until Ctrl-C")
 	every := fs.Duration("every", time.Second, "table refresh interval")
 	grpcListen := fs.String("grpc-listen", "127.0.0.1:0", "sidecar gRPC address")
@@ -125,7 +126,7 @@ func runDemo(args []string, out, logw io.Writer) error {
 	go tbl.Run(ctx, *every, func() []string {
 		return []string{
 			fmt.Sprintf("inferwatch demo — model server gRPC %s HTTP %s; sidecar gRPC %s HTTP %s", ms.grpcAddr, ms.httpAddr, grpcAddr, httpAddr),
-			fmt.Sprintf("admin %s/metrics   load %.0f QPS open-loop (gRPC + HTTP binary + HTTP JSON)   %s", adminURL, *qps, faultLine),
+			fmt.Sprintf("admin %s/metrics   load %.0f QPS open-loop (gRPC + HTTP binary + HTTP JSON) + %.0f LLM generations/s (SSE + ModelStreamInfer)   %s", adminURL, *qps, *llmQPS, faultLine),
 		}
 	})
 
@@ -134,6 +135,12 @@ func runDemo(args []string, out, logw io.Writer) error {
 		{Protocol: loadgen.ProtocolHTTP, Addr: httpAddr, Model: loadgen.ModelMLP},
 		{Protocol: loadgen.ProtocolHTTP, Addr: httpAddr, Model: loadgen.ModelMLP, JSON: true},
 		{Protocol: loadgen.ProtocolGRPC, Addr: grpcAddr, Model: loadgen.ModelEcho, Payload: 64 << 10},
+	}
+	if *llmQPS > 0 {
+		go loadgen.Run(ctx, loadgen.Options{QPS: *llmQPS, Targets: []loadgen.Target{
+			{Protocol: loadgen.ProtocolHTTP, Addr: httpAddr, Model: loadgen.ModelLLM},
+			{Protocol: loadgen.ProtocolGRPC, Addr: grpcAddr, Model: loadgen.ModelLLM},
+		}})
 	}
 	_, lerr := loadgen.Run(ctx, loadgen.Options{QPS: *qps, Targets: targets})
 	<-ctx.Done()

@@ -30,6 +30,12 @@ type caller interface {
 }
 
 func newCaller(t Target, maxInFlight int) (caller, error) {
+	switch {
+	case t.Model == ModelLLM && t.Protocol == ProtocolGRPC:
+		return newLLMGRPCCaller(t)
+	case t.Model == ModelLLM:
+		return newLLMHTTPCaller(t, maxInFlight), nil
+	}
 	if t.Protocol == ProtocolGRPC {
 		return newGRPCCaller(t)
 	}

@@ -33,7 +33,7 @@ const DefaultMaxInFlight = 256
 type Target struct {
 	Protocol string // ProtocolGRPC or ProtocolHTTP
 	Addr     string // host:port
-	Model    string // ModelMLP or ModelEcho
+	Model    string // ModelMLP, ModelEcho or ModelLLM
 	// Payload is the echo tensor's size in bytes (0: a few bytes). The MLP
 	// always gets one 1×784 FP32 image.
 	Payload int
@@ -161,8 +161,8 @@ func (o *Options) check() error {
 		if t.Protocol != ProtocolGRPC && t.Protocol != ProtocolHTTP {
 			return fmt.Errorf("loadgen: target %d: protocol %q is neither %q nor %q", i, t.Protocol, ProtocolGRPC, ProtocolHTTP)
 		}
-		if t.Model != ModelMLP && t.Model != ModelEcho {
-			return fmt.Errorf("loadgen: target %d: model %q is neither %q nor %q", i, t.Model, ModelMLP, ModelEcho)
+		if t.Model != ModelMLP && t.Model != ModelEcho && t.Model != ModelLLM {
+			return fmt.Errorf("loadgen: target %d: model %q is none of %q, %q, %q", i, t.Model, ModelMLP, ModelEcho, ModelLLM)
 		}
 		if t.Addr == "" {
 			return fmt.Errorf("loadgen: target %d: no address", i)

@@ -252,3 +252,16 @@ func TestReservoirBounded(t *testing.T) {
 		t.Errorf("summary %+v", s)
 	}
 }
+
+// TestRunLLM: the generative targets stream to the end over both protocols
+// against the demo model server.
+func TestRunLLM(t *testing.T) {
+	_, grpcAddr, httpAddr := serve(t)
+	sum, err := Run(context.Background(), Options{QPS: 20, Duration: time.Second, Targets: []Target{
+		{Protocol: ProtocolGRPC, Addr: grpcAddr, Model: ModelLLM},
+		{Protocol: ProtocolHTTP, Addr: httpAddr, Model: ModelLLM},
+	}})
+	if err != nil || sum.OK < 15 || sum.Failed != 0 {
+		t.Fatalf("summary %+v, err %v", sum, err)
+	}
+}

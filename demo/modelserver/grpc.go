@@ -84,8 +84,12 @@ func (g *grpcService) ModelInfer(ctx context.Context, r *inference.ModelInferReq
 // ModelStreamInfer answers each request with one response; a failed request
 // yields a response with error_message and the stream goes on, as in Triton.
 // The trailer carries the stages summed over the stream.
+//
+// The toy LLM is decoupled instead (decoupled.go): a response per token.
 func (g *grpcService) ModelStreamInfer(stream grpc.BidiStreamingServer[inference.ModelInferRequest, inference.ModelStreamInferResponse]) error {
 	var total timing
+	llm := &decoupledStream{stream: stream}
+	defer llm.wg.Wait()
 	defer func() {
 		if v := total.serverTiming(); v != "" {
 			stream.SetTrailer(metadata.Pairs(serverTimingKey, v))
@@ -99,13 +103,17 @@ func (g *grpcService) ModelStreamInfer(stream grpc.BidiStreamingServer[inference
 		if err != nil {
 			return err
 		}
+		if r.GetModelName() == modelLLM {
+			llm.start(g.s, r)
+			continue
+		}
 		resp, t, err := g.s.inferGRPC(stream.Context(), r)
 		total.add(t)
 		out := &inference.ModelStreamInferResponse{InferResponse: resp}
 		if err != nil {
 			out = &inference.ModelStreamInferResponse{ErrorMessage: status.Convert(err).Message()}
 		}
-		if err := stream.Send(out); err != nil {
+		if err := llm.send(out); err != nil {
 			return err
 		}
 	}

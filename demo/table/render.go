@@ -47,6 +47,9 @@ func (t *Table) snapshot(sec int64) (header []string, rows [][]string, sections 
 	for _, s := range t.stages {
 		header = append(header, strings.ToUpper(s))
 	}
+	if t.llm {
+		header = append(header, "TTFT50", "TTFT99", "ITL50", "ITL99")
+	}
 
 	names := make([]string, 0, len(t.models))
 	for name := range t.models {
@@ -67,6 +70,13 @@ func (t *Table) snapshot(sec int64) (header []string, rows [][]string, sections 
 		}
 		for _, s := range t.stages {
 			row = append(row, mean(b.stageSum[s], b.stageN[s]))
+		}
+		if t.llm {
+			ttft, itl := slices.Clone(b.ttft), slices.Clone(b.itl)
+			slices.Sort(ttft)
+			slices.Sort(itl)
+			row = append(row, ms(percentile(ttft, 0.50), len(ttft) > 0), ms(percentile(ttft, 0.99), len(ttft) > 0),
+				ms(percentile(itl, 0.50), len(itl) > 0), ms(percentile(itl, 0.99), len(itl) > 0))
 		}
 		rows = append(rows, row)
 	}

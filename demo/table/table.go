@@ -33,6 +33,7 @@ type Table struct {
 	stages   []string                        // stage columns, in first-seen order
 	rng      *rand.Rand
 	sections []section
+	llm      bool // some generative call was seen: TTFT and ITL columns
 }
 
 type section struct {
@@ -50,6 +51,8 @@ type bucket struct {
 	phaseN   [len(record.Phases)]int
 	stageSum map[string]time.Duration
 	stageN   map[string]int
+	ttft     []time.Duration // generative calls: time to first token, at most maxSamples
+	itl      []time.Duration // and inter-token gaps
 }
 
 // New returns a Table that Run prints to w.
@@ -119,6 +122,24 @@ func (t *Table) Observe(c *record.Call) {
 			b.phaseN[i]++
 		}
 	}
+	if c.LLM != nil {
+		if d, ok := c.LLM.TTFT(); ok {
+			t.llm = true
+			b.ttft = appendBounded(b.ttft, d)
+		}
+		for _, g := range c.LLM.Gaps.Kept {
+			b.itl = appendBounded(b.itl, g)
+		}
+	}
+	for _, r := range c.StreamRequests {
+		if r.Responses > 0 {
+			t.llm = true
+			b.ttft = appendBounded(b.ttft, r.FirstResponse-r.Arrived)
+			for _, g := range r.Gaps.Kept {
+				b.itl = appendBounded(b.itl, g)
+			}
+		}
+	}
 	for _, s := range c.Stages {
 		if !t.knownStage(s.Name) {
 			continue
@@ -141,4 +162,11 @@ func (t *Table) knownStage(name string) bool {
 	}
 	t.stages = append(t.stages, name)
 	return true
+}
+
+func appendBounded(s []time.Duration, d time.Duration) []time.Duration {
+	if len(s) < maxSamples {
+		s = append(s, d)
+	}
+	return s
 }

@@ -211,3 +211,44 @@ func TestRun(t *testing.T) {
 		t.Error("cleared the screen of a non-terminal")
 	}
 }
+
+// TestRenderLLMColumns: generative calls (an SSE stream, a decoupled
+// stream's requests) add TTFT and ITL percentiles; other models show "-".
+func TestRenderLLMColumns(t *testing.T) {
+	tb := New(nil)
+	tb.Observe(call("mnist", 500*ms1, 2*ms1))
+	sse := call("llm", 500*ms1, 100*ms1)
+	sse.LLM = &record.LLM{Streamed: true, FirstToken: 10 * ms1, ContentEvents: 3}
+	sse.LLM.Gaps.Add(2 * ms1)
+	sse.LLM.Gaps.Add(4 * ms1)
+	tb.Observe(sse)
+	st := call("llm", 600*ms1, 100*ms1)
+	r := record.StreamRequest{Arrived: ms1, FirstResponse: 31 * ms1, Responses: 2}
+	r.Gaps.Add(6 * ms1)
+	st.StreamRequests = []record.StreamRequest{r}
+	tb.Observe(st)
+	out := tb.Render(base.Add(time.Second))
+	lines := strings.Split(out, "\n")
+	var header, llm, mnist []string
+	for _, l := range lines {
+		f := strings.Fields(l)
+		switch {
+		case len(f) > 0 && f[0] == "MODEL":
+			header = f
+		case len(f) > 0 && f[0] == "llm":
+			llm = f
+		case len(f) > 0 && f[0] == "mnist":
+			mnist = f
+		}
+	}
+	n := len(header)
+	if n < 4 || header[n-4] != "TTFT50" || header[n-1] != "ITL99" || len(llm) != n || len(mnist) != n {
+		t.Fatalf("table:\n%s", out)
+	}
+	if got := llm[n-4:]; strings.Join(got, " ") != "10.00 30.00 4.00 6.00" {
+		t.Errorf("llm TTFT50 TTFT99 ITL50 ITL99 = %v, want 10 30 4 6 ms\n%s", got, out)
+	}
+	if got := mnist[n-4:]; strings.Join(got, " ") != "- - - -" {
+		t.Errorf("mnist LLM columns %v, want -", got)
+	}
+}
