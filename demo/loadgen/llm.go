@@ -104,8 +104,8 @@ func (c *llmGRPCCaller) call(ctx context.Context) (string, error) {
 	prompt := "prompt " + strconv.FormatInt(n%97, 10)
 	raw := binary.LittleEndian.AppendUint32(nil, uint32(len(prompt)))
 	req := &inference.ModelInferRequest{ModelName: ModelLLM, Id: "load-" + strconv.FormatInt(n, 10),
-		Parameters: map[string]*inference.InferParameter{"max_tokens": {ParameterChoice: &inference.InferParameter_Int64Param{Int64Param: llmMaxTokens}}},
-		Inputs:     []*inference.ModelInferRequest_InferInputTensor{{Name: "text_input", Datatype: "BYTES", Shape: []int64{1}}},
+		Parameters:       map[string]*inference.InferParameter{"max_tokens": {ParameterChoice: &inference.InferParameter_Int64Param{Int64Param: llmMaxTokens}}},
+		Inputs:           []*inference.ModelInferRequest_InferInputTensor{{Name: "text_input", Datatype: "BYTES", Shape: []int64{1}}},
 		RawInputContents: [][]byte{append(raw, prompt...)}}
 	if err := st.Send(req); err != nil {
 		return codeName(status.Code(err)), err

@@ -13,8 +13,8 @@ import (
 func llmStreamRequest(id, prompt string, maxTokens int64) *inference.ModelInferRequest {
 	raw := binary.LittleEndian.AppendUint32(nil, uint32(len(prompt)))
 	return &inference.ModelInferRequest{ModelName: modelLLM, Id: id,
-		Parameters: map[string]*inference.InferParameter{"max_tokens": {ParameterChoice: &inference.InferParameter_Int64Param{Int64Param: maxTokens}}},
-		Inputs:     []*inference.ModelInferRequest_InferInputTensor{{Name: "text_input", Datatype: "BYTES", Shape: []int64{1}}},
+		Parameters:       map[string]*inference.InferParameter{"max_tokens": {ParameterChoice: &inference.InferParameter_Int64Param{Int64Param: maxTokens}}},
+		Inputs:           []*inference.ModelInferRequest_InferInputTensor{{Name: "text_input", Datatype: "BYTES", Shape: []int64{1}}},
 		RawInputContents: [][]byte{append(raw, prompt...)}}
 }
 
