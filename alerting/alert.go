@@ -33,6 +33,7 @@ const (
 	RuleP99OverBaseline              = "P99OverBaseline"
 	RuleLatencyStdDevJump            = "LatencyStdDevJump"
 	RuleThroughputLatencySlopeChange = "ThroughputLatencySlopeChange"
+	RuleTTFTOverSLO                  = "LLMTimeToFirstTokenOverSLO"
 )
 
 // Alert is one episode of one rule for one model, as notifiers see it.

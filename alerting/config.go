@@ -73,6 +73,14 @@ type Thresholds struct {
 	// start entering the baseline and references: a change that persists
 	// becomes the new normal (LatencyMeanOverSLA, absolute, never adapts).
 	AdaptAfter int `yaml:"adapt_after" json:"adaptAfter"` // 30
+
+	// LLMTimeToFirstTokenOverSLO: the P99 time to first token of a window's
+	// generations (streamed OpenAI calls, ModelStreamInfer requests) above
+	// TTFTSLO for TTFTFor windows, judged on windows with at least
+	// MinTTFTCount generations. No TTFT SLO, no rule.
+	TTFTSLO      time.Duration `yaml:"ttft_slo" json:"ttftSLO"`
+	TTFTFor      int           `yaml:"ttft_for" json:"ttftFor"`            // 3
+	MinTTFTCount int           `yaml:"min_ttft_count" json:"minTTFTCount"` // 20
 	// Disabled names rules (alertnames) not evaluated for the model.
 	Disabled []string `yaml:"disabled" json:"disabled,omitempty"`
 }
@@ -102,6 +110,8 @@ func DefaultThresholds() Thresholds {
 		MinCount:        100,
 		HoldDown:        2,
 		AdaptAfter:      30,
+		TTFTFor:         3,
+		MinTTFTCount:    20,
 	}
 }
 
@@ -151,6 +161,9 @@ func (t Thresholds) over(o Thresholds) Thresholds {
 	seti(&t.MinCount, o.MinCount)
 	seti(&t.HoldDown, o.HoldDown)
 	seti(&t.AdaptAfter, o.AdaptAfter)
+	setd(&t.TTFTSLO, o.TTFTSLO)
+	seti(&t.TTFTFor, o.TTFTFor)
+	seti(&t.MinTTFTCount, o.MinTTFTCount)
 	if o.Disabled != nil {
 		t.Disabled = o.Disabled
 	}
@@ -165,6 +178,7 @@ func (t Thresholds) validate() error {
 		}
 	}
 	check(t.SLA >= 0, "sla", t.SLA, "must not be negative")
+	check(t.TTFTSLO >= 0, "ttft_slo", t.TTFTSLO, "must not be negative")
 	check(t.SLAFactor > 0, "sla_factor", t.SLAFactor, "must be positive")
 	check(t.P99Factor > 1, "p99_factor", t.P99Factor, "must be over 1")
 	check(t.StdDevJump > 0, "stddev_jump", t.StdDevJump, "must be positive")
@@ -179,6 +193,7 @@ func (t Thresholds) validate() error {
 		{"baseline_min", t.BaselineMin}, {"stddev_for", t.StdDevFor}, {"stddev_reference", t.StdDevReference},
 		{"slope_for", t.SlopeFor}, {"slope_reference", t.SlopeReference}, {"slope_min_windows", t.SlopeMinWindows},
 		{"min_count", t.MinCount}, {"hold_down", t.HoldDown}, {"adapt_after", t.AdaptAfter},
+		{"ttft_for", t.TTFTFor}, {"min_ttft_count", t.MinTTFTCount},
 	} {
 		check(c.v >= 1, c.name, c.v, "must be at least 1")
 	}

@@ -222,6 +222,7 @@ func (e *Engine) evaluate(ms *modelState, w *windowstats.WindowView, out []Alert
 		ruleP99:    e.checkP99(ms, w),
 		ruleStdDev: r.checkStdDev(w),
 		ruleSlope:  r.checkSlope(w.Fit),
+		ruleTTFT:   r.checkTTFT(w),
 	}
 	for i, c := range checks {
 		if th.disabled(ruleNames[i]) {
@@ -321,6 +322,10 @@ func annotations(ms *modelState, i int, c check, w *windowstats.WindowView) map[
 		a["reference"] = f(c.ref)
 		a["summary"] = fmt.Sprintf("%s: latency standard deviation %s jumped over %v× its reference of %s",
 			name, durationText(c.value), 1+th.StdDevJump, durationText(c.ref))
+	case ruleTTFT:
+		a["slo"] = f(c.ref)
+		a["summary"] = fmt.Sprintf("%s: P99 time to first token %s is over its SLO of %s for %d windows",
+			name, durationText(c.value), durationText(c.ref), th.TTFTFor)
 	case ruleSlope:
 		a["reference"] = f(c.ref)
 		a["summary"] = fmt.Sprintf("%s: latency against throughput slope %s s per call/s moved from %s beyond its band of ±%s",

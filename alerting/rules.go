@@ -10,13 +10,14 @@ import (
 
 // ruleNames in evaluation order; a rule's index is its slot in per-model
 // arrays.
-var ruleNames = [...]string{RuleLatencyMeanOverSLA, RuleP99OverBaseline, RuleLatencyStdDevJump, RuleThroughputLatencySlopeChange}
+var ruleNames = [...]string{RuleLatencyMeanOverSLA, RuleP99OverBaseline, RuleLatencyStdDevJump, RuleThroughputLatencySlopeChange, RuleTTFTOverSLO}
 
 const (
 	ruleMean = iota
 	ruleP99
 	ruleStdDev
 	ruleSlope
+	ruleTTFT
 	numRules
 )
 
@@ -303,8 +304,37 @@ func (t Thresholds) forWindows(rule int) int {
 		return t.P99For
 	case ruleStdDev:
 		return t.StdDevFor
+	case ruleTTFT:
+		return t.TTFTFor
 	}
 	return t.SlopeFor
+}
+
+// checkTTFT: LLMTimeToFirstTokenOverSLO, the window's P99 time to first
+// token (windowstats' llm_ttft part) over the model's TTFT SLO. No SLO, or
+// fewer than MinTTFTCount generations in the window, no verdict.
+func (r *rules) checkTTFT(w *windowstats.WindowView) check {
+	slo := r.th.TTFTSLO.Seconds()
+	if slo <= 0 {
+		return check{v: unknown}
+	}
+	var p windowstats.PartView
+	for _, s := range w.Stages {
+		if s.Name == windowstats.PartTTFT {
+			p = s
+			break
+		}
+	}
+	c := check{value: p.P99, threshold: slo, ref: slo}
+	switch {
+	case p.Count < int64(r.th.MinTTFTCount):
+		c.v = unknown
+	case p.P99 > slo:
+		c.v = breach
+	default:
+		c.v = clear
+	}
+	return c
 }
 
 // durationText renders seconds for annotations.

@@ -110,11 +110,16 @@ func (s *sim) window(n int, gen func(r *rand.Rand, i int) shape, models ...strin
 			s.e.Observe(sh.call(m, end))
 		}
 	}
+	s.tick(start.Add(window), models[0])
+}
+
+// tick ends window s.k at `at` and notes the rules' states for model.
+func (s *sim) tick(at time.Time, model string) {
 	s.rec.k = s.k
-	s.e.Tick(context.Background(), start.Add(window))
+	s.e.Tick(context.Background(), at)
 	cur := map[string]State{}
 	for _, a := range s.e.Alerts() {
-		if a.State != StateResolved && a.Labels["model"] == models[0] {
+		if a.State != StateResolved && a.Labels["model"] == model {
 			cur[a.Labels["alertname"]] = a.State
 		}
 	}

@@ -66,6 +66,25 @@ func TestLoadBaselineAndFloors(t *testing.T) {
 	}
 }
 
+// A TTFT SLO per model loads from YAML, and a bad one names its field.
+func TestLoadTTFTSLO(t *testing.T) {
+	c, err := Load(write(t, "alerting: {rules: {models: {llama: {ttft_slo: 500ms, ttft_for: 2}}}}\nroutes: [{protocol: http, listen: ':1', upstream: 'h:2'}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Finish()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if m := c.Alerting.Rules.Models["llama"]; m.TTFTSLO != 500*time.Millisecond || m.TTFTFor != 2 {
+		t.Fatalf("loaded %+v", m)
+	}
+	_, err = Load(write(t, "alerting: {rules: {models: {llama: {ttft_slo: soon}}}}\nroutes: [{protocol: http, listen: ':1', upstream: 'h:2'}]\n"))
+	if err == nil || !strings.Contains(err.Error(), "ttft_slo") {
+		t.Fatalf("err %v, want one naming ttft_slo", err)
+	}
+}
+
 func TestErrorsNameTheField(t *testing.T) {
 	tests := []struct {
 		name, yaml, want string

@@ -67,6 +67,7 @@ var help = map[string]string{
 	"inferwatch_upstream_ready":           "1 when the route's upstream answered its last readiness probe, else 0.",
 	"inferwatch_inflight_requests":        "Calls the route's proxy is serving now.",
 	"inferwatch_model_sla_seconds":        "The latency SLA configured for the model, for rules that judge against it.",
+	"inferwatch_model_ttft_slo_seconds":   "The P99 time-to-first-token SLO configured for a generative model, for rules that judge against it.",
 	"inferwatch_latency_baseline_seconds": "The model's seasonal P99 baseline for the last window (bound=expected|lower|upper), once it has two daily cycles of history.",
 }
 
@@ -278,6 +279,10 @@ func (s *Sidecar) newEngine() error {
 		if t.SLA > 0 {
 			sla := t.SLA.Seconds()
 			s.metrics.Metrics().NewGauge(fmt.Sprintf(`inferwatch_model_sla_seconds{model=%q}`, metricset.SanitizeLabelValue(model)), func() float64 { return sla })
+		}
+		if t.TTFTSLO > 0 {
+			slo := t.TTFTSLO.Seconds()
+			s.metrics.Metrics().NewGauge(fmt.Sprintf(`inferwatch_model_ttft_slo_seconds{model=%q}`, metricset.SanitizeLabelValue(model)), func() float64 { return slo })
 		}
 	}
 	return nil

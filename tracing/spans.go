@@ -62,6 +62,7 @@ type spanData struct {
 	attrs  []attribute.KeyValue
 	status codes.Code
 	desc   string
+	events []sdktrace.Event
 }
 
 // callSpans is the spans of one call, the call span first, with what the
@@ -268,6 +269,10 @@ func callAttributes(c *record.Call, host *record.HostFacts, tail string) []attri
 	if c.UpstreamRTT > 0 {
 		a = append(a, attribute.Float64(attrUpstreamRTT, ms(c.UpstreamRTT)))
 	}
+	a = llmAttributes(a, c)
+	if len(c.StreamRequests) > 0 {
+		a = append(a, attribute.Int(attrStreamRequests, len(c.StreamRequests)+c.StreamRequestsDropped))
+	}
 	a = appendHost(a, host)
 	if tail != "" {
 		a = append(a, attribute.String(attrTail, tail))
@@ -358,6 +363,7 @@ func buildSpans(c *record.Call, host *record.HostFacts, tail, upstreamAddr strin
 	cs.spans = append(cs.spans, spanData{
 		name: callName(c), id: c.SpanID, parent: c.ParentSpanID, kind: trace.SpanKindServer,
 		start: c.Start, end: at(end), attrs: callAttributes(c, host, tail), status: status, desc: desc,
+		events: llmEvents(c),
 	})
 	child := func(name string, id [8]byte, kind trace.SpanKind, from, to time.Duration, attrs ...attribute.KeyValue) {
 		from, to = clampSpan(from, to, 0, end)
@@ -498,7 +504,7 @@ func (r readOnly) StartTime() time.Time             { return r.s.start }
 func (r readOnly) EndTime() time.Time               { return r.s.end }
 func (r readOnly) Attributes() []attribute.KeyValue { return r.s.attrs }
 func (r readOnly) Links() []sdktrace.Link           { return nil }
-func (r readOnly) Events() []sdktrace.Event         { return nil }
+func (r readOnly) Events() []sdktrace.Event         { return r.s.events }
 func (r readOnly) Status() sdktrace.Status {
 	return sdktrace.Status{Code: r.s.status, Description: r.s.desc}
 }

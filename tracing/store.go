@@ -40,6 +40,14 @@ type Span struct {
 	DurationNS   int64          `json:"duration_ns"`
 	Error        string         `json:"error,omitempty"`
 	Attributes   map[string]any `json:"attributes,omitempty"`
+	Events       []SpanEvent    `json:"events,omitempty"`
+}
+
+// SpanEvent is a moment in a span: a stream's first token, say.
+type SpanEvent struct {
+	Name       string         `json:"name"`
+	Time       time.Time      `json:"time"`
+	Attributes map[string]any `json:"attributes,omitempty"`
 }
 
 // kept is what the store holds per trace; it becomes a Trace when read.
@@ -129,6 +137,16 @@ func (k kept) trace() Trace {
 			for _, a := range s.attrs {
 				sp.Attributes[string(a.Key)] = attrValue(a.Value)
 			}
+		}
+		for _, e := range s.events {
+			se := SpanEvent{Name: e.Name, Time: e.Time}
+			if len(e.Attributes) > 0 {
+				se.Attributes = make(map[string]any, len(e.Attributes))
+				for _, a := range e.Attributes {
+					se.Attributes[string(a.Key)] = attrValue(a.Value)
+				}
+			}
+			sp.Events = append(sp.Events, se)
 		}
 		t.Spans[i] = sp
 	}

@@ -376,6 +376,7 @@ func (s *Stats) Observe(c *record.Call) {
 		st := &c.Stages[i]
 		s.stage(w, s.stageIndex(x, st.Name)).add(st.Duration.Seconds())
 	}
+	s.observeLLM(x, w, c)
 	if len(w.slow) < cap(w.slow) || total > w.slow[0].Seconds {
 		sc := SlowCall{At: c.Start, Seconds: total, Code: c.Code}
 		if c.TraceKept {
@@ -624,4 +625,37 @@ func (s *Stats) Snapshot() []ModelView {
 		out = append(out, mv)
 	}
 	return out
+}
+
+// Parts of a window for generative calls, beside the server's stages: the
+// time to first token of each generation and each inter-token gap, so that
+// window statistics and rules (an SLO on TTFT P99) apply to them as to
+// latency.
+const (
+	PartTTFT = "llm_ttft"
+	PartITL  = "llm_itl"
+)
+
+// observeLLM adds c's generations to w: a streamed answer's TTFT and gaps,
+// or each ModelStreamInfer request's first response and gaps. Held: s.mu.
+func (s *Stats) observeLLM(x *series, w *window, c *record.Call) {
+	add := func(ttft time.Duration, gaps *record.Gaps) {
+		s.stage(w, s.stageIndex(x, PartTTFT)).add(ttft.Seconds())
+		if len(gaps.Kept) > 0 {
+			itl := s.stage(w, s.stageIndex(x, PartITL))
+			for _, g := range gaps.Kept {
+				itl.add(g.Seconds())
+			}
+		}
+	}
+	if l := c.LLM; l != nil {
+		if d, ok := l.TTFT(); ok {
+			add(d, &l.Gaps)
+		}
+	}
+	for i := range c.StreamRequests {
+		if r := &c.StreamRequests[i]; r.Responses > 0 {
+			add(r.FirstResponse-r.Arrived, &r.Gaps)
+		}
+	}
 }

@@ -60,6 +60,8 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 	window := fs.Duration("window", 10*time.Second, "window statistics window length")
 	slas := labelFlags{}
 	fs.Var(slas, "sla", "model=duration: the model's latency SLA (repeatable), e.g. mnist-mlp=50ms")
+	ttftSLOs := labelFlags{}
+	fs.Var(ttftSLOs, "ttft-slo", "model=duration: the P99 time-to-first-token SLO of a generative model (repeatable), e.g. llama=500ms")
 	otlp := fs.String("otlp-endpoint", "", "OTLP trace receiver: host:4317 (gRPC) or http://host:4318/v1/traces; default from OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT; empty keeps traces in memory only")
 	otlpProto := fs.String("otlp-protocol", "grpc", "grpc or http (default from OTEL_EXPORTER_OTLP_PROTOCOL: grpc or http/protobuf)")
 	traceTarget := fs.Float64("trace-target-per-second", 100, "head-sampled traces kept per second per route/model (100 gives 10% at 1k QPS)")
@@ -137,17 +139,26 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 			cfg.Alerting.WebhookURL = *webhook
 		}
 		pick("window", func() { cfg.Alerting.Window = config.Duration(*window) })
-		for model, v := range slas {
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				return cfg, fmt.Errorf("--sla %s=%s: want a positive duration such as 50ms", model, v)
+		for _, f := range []struct {
+			name string
+			vals labelFlags
+			set  func(*alerting.Thresholds, time.Duration)
+		}{
+			{"sla", slas, func(t *alerting.Thresholds, d time.Duration) { t.SLA = d }},
+			{"ttft-slo", ttftSLOs, func(t *alerting.Thresholds, d time.Duration) { t.TTFTSLO = d }},
+		} {
+			for model, v := range f.vals {
+				d, err := time.ParseDuration(v)
+				if err != nil || d <= 0 {
+					return cfg, fmt.Errorf("--%s %s=%s: want a positive duration such as 50ms", f.name, model, v)
+				}
+				if cfg.Alerting.Rules.Models == nil {
+					cfg.Alerting.Rules.Models = map[string]alerting.Thresholds{}
+				}
+				t := cfg.Alerting.Rules.Models[model]
+				f.set(&t, d)
+				cfg.Alerting.Rules.Models[model] = t
 			}
-			if cfg.Alerting.Rules.Models == nil {
-				cfg.Alerting.Rules.Models = map[string]alerting.Thresholds{}
-			}
-			t := cfg.Alerting.Rules.Models[model]
-			t.SLA = d
-			cfg.Alerting.Rules.Models[model] = t
 		}
 		var statsEnabled *bool // nil: automatic, one poller per upstream host
 		if *noStats {

@@ -154,6 +154,7 @@ func TestRuleConventions(t *testing.T) {
 		alerting.RuleP99OverBaseline,
 		alerting.RuleLatencyStdDevJump,
 		alerting.RuleThroughputLatencySlopeChange,
+		alerting.RuleTTFTOverSLO,
 		"MemoryLeakSuspected",
 	} {
 		if alerts[name] == 0 {
@@ -181,7 +182,7 @@ func TestRuleConventions(t *testing.T) {
 			t.Errorf("alert %s has no promtool test", name)
 		}
 	}
-	if names := slices.Sorted(maps.Keys(alerts)); len(names) != 5 {
-		t.Errorf("alerts %v, want the four latency rules and MemoryLeakSuspected", names)
+	if names := slices.Sorted(maps.Keys(alerts)); len(names) != 6 {
+		t.Errorf("alerts %v, want the four latency rules, LLMTimeToFirstTokenOverSLO and MemoryLeakSuspected", names)
 	}
 }
