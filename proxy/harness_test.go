@@ -15,7 +15,7 @@ import (
 
 // harness runs the proxy in front of an upstream and collects its records.
 type harness struct {
-	t        *testing.T
+	t        testing.TB
 	addr     string
 	handler  *Handler
 	server   *Server
@@ -26,7 +26,7 @@ type harness struct {
 	got  chan struct{}
 }
 
-func newHarness(t *testing.T, upstream string, grpc bool, tweak ...func(*Options)) *harness {
+func newHarness(t testing.TB, upstream string, grpc bool, tweak ...func(*Options)) *harness {
 	t.Helper()
 	h := &harness{t: t, got: make(chan struct{}, 1<<16)}
 	h.pipeline = record.NewPipeline(1<<16, record.SinkFunc(func(c *record.Call) {
@@ -109,11 +109,11 @@ func listen(t testing.TB) net.Listener {
 	return l
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-type tWriter struct{ t *testing.T }
+type tWriter struct{ t testing.TB }
 
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
