@@ -38,6 +38,7 @@ type frameCall struct {
 	grpcStatus string
 	respErr    error
 	stream     *streamTrack // ModelStreamInfer only
+	sse        *sseTrack    // an OpenAI-compatible event stream over HTTP/2
 }
 
 // Open starts measuring a stream the frame plane forwards.
@@ -143,6 +144,10 @@ func (fc *frameCall) ResponseHeaders(fields []hpack.HeaderField, trailers bool) 
 			fc.grpcStatus = f.Value
 		case "server-timing":
 			fc.rec.Stages = inferapi.ParseServerTiming([]string{f.Value}, fc.rec.Stages)
+		case "content-type":
+			if !trailers && fc.route.API == record.APIOpenAI && strings.HasPrefix(f.Value, "text/event-stream") {
+				fc.sse = new(sseTrack)
+			}
 		}
 	}
 }
@@ -152,6 +157,15 @@ func (fc *frameCall) ResponseData(p []byte) {
 		if err := fc.respScan.Feed(p); err != nil && fc.respErr == nil {
 			fc.respErr = err
 		}
+	}
+	if fc.sse != nil {
+		// The frame goes into the client connection's write buffer right
+		// after this, flushed once the upstream's reader has nothing more
+		// pending: on this plane an event's arrival stands for its time at
+		// the client too.
+		at := time.Since(fc.rec.Start)
+		fc.sse.read(p, at)
+		fc.sse.written(at)
 	}
 }
 
@@ -192,6 +206,9 @@ func (fc *frameCall) Done(e *h2.Events) {
 		c.ErrorKind = record.ErrTooLarge
 	}
 	fillGRPC(c, fc.reqScan, fc.respScan, fc.res)
+	if fc.sse != nil {
+		fc.sse.finish(c, e.Reset == h2.ResetByClient)
+	}
 	if fc.stream != nil {
 		fc.stream.fill(c)
 	}

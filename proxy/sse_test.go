@@ -265,3 +265,43 @@ func TestSSEClientDisconnect(t *testing.T) {
 		t.Errorf("tokens %d estimated %v, want the counted %d", c.LLM.OutputTokens, c.LLM.TokensEstimated, c.LLM.ContentEvents)
 	}
 }
+
+// TestSSEOverHTTP2: an event stream over h2c (prior knowledge) is timed
+// too, on whichever data plane forwards HTTP/2 (CI runs this on both).
+func TestSSEOverHTTP2(t *testing.T) {
+	gaps := []time.Duration{20 * time.Millisecond, 5 * time.Millisecond, 5 * time.Millisecond, 50 * time.Millisecond, 5 * time.Millisecond}
+	srv := &sseServer{gaps: gaps, usage: true, stopped: make(chan struct{})}
+	h2c := new(http.Protocols)
+	h2c.SetUnencryptedHTTP2(true)
+	l := listen(t)
+	hs := &http.Server{Handler: srv, Protocols: h2c}
+	go hs.Serve(l)
+	t.Cleanup(func() { hs.Close() })
+	h := newHarness(t, l.Addr().String(), true) // an HTTP/2 upstream, the frame plane when it is on
+
+	client := &http.Client{Transport: &http.Transport{Protocols: h2c}}
+	req, _ := http.NewRequest("POST", "http://"+h.addr+"/v1/chat/completions",
+		strings.NewReader(`{"model":"llm","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil || res.ProtoMajor != 2 {
+		t.Fatalf("proto %s, err %v", res.Proto, err)
+	}
+	<-srv.stopped
+	if want := bytes.Join(srv.sent, nil); !bytes.Equal(body, want) {
+		t.Fatalf("body differs through the sidecar:\n%q\nwant\n%q", body, want)
+	}
+	c := h.waitRecords(1)[0]
+	l2 := c.LLM
+	if l2 == nil || l2.ContentEvents != len(gaps) || l2.Gaps.Count != len(gaps)-1 || l2.OutputTokens != len(gaps) || l2.TokensEstimated {
+		t.Fatalf("llm %+v", l2)
+	}
+	if l2.Gaps.Max < 40*time.Millisecond || l2.Gaps.Max > 100*time.Millisecond {
+		t.Errorf("max gap %v, the server paused 50ms", l2.Gaps.Max)
+	}
+}
