@@ -3,6 +3,7 @@ package record
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Pipeline moves finished records off the data path: a front submits a record
@@ -34,15 +35,39 @@ func NewPipeline(queue int, sink Sink, onDrop func()) *Pipeline {
 	return p
 }
 
+// batchWait is how long the pipeline lets records gather after the first
+// of a batch arrives. Waking the pipeline's goroutine for every record was
+// one more goroutine hand-off (a futex wake-up, often) per call on the
+// data path's CPU; in batches the wake-ups per call fall with the load
+// (about 0.2 at 1000 calls/s), and a sink sees a record at most this much
+// later, which no window, metric or trace notices.
+const batchWait = 10 * time.Millisecond
+
 func (p *Pipeline) run() {
 	defer close(p.done)
-	for c := range p.ch {
-		if c.Deferred != nil {
-			c.Deferred(c)
-			c.Deferred = nil
+	for c := range p.ch { // idle: blocks until the first record of a batch
+		p.observe(c)
+		time.Sleep(batchWait)
+		for drained := false; !drained; {
+			select {
+			case c, ok := <-p.ch:
+				if !ok {
+					return
+				}
+				p.observe(c)
+			default:
+				drained = true
+			}
 		}
-		p.sink.Observe(c)
 	}
+}
+
+func (p *Pipeline) observe(c *Call) {
+	if c.Deferred != nil {
+		c.Deferred(c)
+		c.Deferred = nil
+	}
+	p.sink.Observe(c)
 }
 
 // Submit hands c to the pipeline; it reports false if c was dropped.
