@@ -20,11 +20,7 @@ func decodeOpenAIRequest(h http.Header, body []byte, truncated bool, c *record.C
 	err := w.object("body", func(key string) error {
 		switch key {
 		case "model":
-			s, err := w.string(key)
-			if err == nil && c.Model == "" {
-				c.Model = s
-			}
-			return err
+			return w.model(c)
 		case "stream":
 			tok, err := w.dec.Token()
 			if err != nil {
@@ -107,11 +103,7 @@ func decodeOpenAIResponse(h http.Header, body []byte, truncated bool, c *record.
 	err := w.object("body", func(key string) error {
 		switch key {
 		case "model":
-			s, err := w.string(key)
-			if err == nil && c.Model == "" {
-				c.Model = s
-			}
-			return err
+			return w.model(c)
 		case "usage":
 			if whole {
 				return w.usage(&ev)
@@ -135,6 +127,15 @@ func decodeOpenAIResponse(h http.Header, body []byte, truncated bool, c *record.
 	return finish(err, truncated)
 }
 
+// model reads the model name into c unless it is known (from the path).
+func (w *jsonWalk) model(c *record.Call) error {
+	s, err := w.string("model")
+	if err == nil && c.Model == "" {
+		c.Model = s
+	}
+	return err
+}
+
 // wholeAnswer is the token timing of a non-streamed generation: the answer
 // arrives at once, so there is no first token to time; Whole is the
 // request handed over until the answer's last byte, which TPOT spreads
@@ -144,13 +145,7 @@ func wholeAnswer(c *record.Call, ev OpenAIEvent) *record.LLM {
 		PromptTokens: ev.PromptTokens, OutputTokens: ev.OutputTokens,
 		FinishReason: ev.FinishReason, TokensEstimated: !ev.HasUsage,
 	}
-	if c.ResponseEnd > 0 {
-		from := c.UpstreamSent
-		if from <= 0 || from > c.ResponseEnd {
-			from = c.UpstreamStart
-		}
-		l.Whole = c.ResponseEnd - from
-	}
+	l.Whole, _ = c.SinceHandedOver(c.ResponseEnd)
 	return l
 }
 

@@ -86,17 +86,10 @@ func (l *LLM) TTFT() (time.Duration, bool) {
 // over (c's UpstreamSent, or UpstreamStart while the request still flowed)
 // until the first output event arrived from the upstream.
 func (l *LLM) TTFTUpstream(c *Call) (time.Duration, bool) {
-	if !l.Streamed || l.FirstTokenUpstream <= 0 {
+	if !l.Streamed {
 		return 0, false
 	}
-	from := c.UpstreamSent
-	if from <= 0 || from > l.FirstTokenUpstream {
-		from = c.UpstreamStart
-	}
-	if from > l.FirstTokenUpstream {
-		return 0, false
-	}
-	return l.FirstTokenUpstream - from, true
+	return c.SinceHandedOver(l.FirstTokenUpstream)
 }
 
 // TPOT is the time per output token after the first: for a stream, first

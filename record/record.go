@@ -174,17 +174,24 @@ func (c *Call) Ingress() (time.Duration, bool) {
 // handed over when its last byte was written upstream; for streams whose
 // response began before the request ended, when its headers were.
 func (c *Call) Upstream() (time.Duration, bool) {
-	if c.FirstByte <= 0 {
+	return c.SinceHandedOver(c.FirstByte)
+}
+
+// SinceHandedOver is the request handed over until `to` (an offset of a
+// response event): from the request's last byte written upstream, or from
+// its headers when `to` came first.
+func (c *Call) SinceHandedOver(to time.Duration) (time.Duration, bool) {
+	if to <= 0 {
 		return 0, false
 	}
 	from := c.UpstreamSent
-	if from <= 0 || from > c.FirstByte {
+	if from <= 0 || from > to {
 		from = c.UpstreamStart
 	}
-	if from > c.FirstByte {
+	if from > to {
 		return 0, false
 	}
-	return c.FirstByte - from, true
+	return to - from, true
 }
 
 // Transfer is the first to the last response byte from the upstream.
