@@ -37,7 +37,8 @@ type leakWatch struct {
 	w        baseline.LeakWatch
 	first    time.Time // time of the oldest sample kept since the processes were found
 	firing   bool
-	calm     int // estimates in a row without a suspected leak while firing
+	calm     int  // estimates in a row without a suspected leak while firing
+	lost     bool // the processes went away since the last tick
 
 	rss, lim atomic.Uint64 // float64 bits, for the gauges
 }
@@ -110,7 +111,15 @@ func (s *Sidecar) startLeakWatch(ctx context.Context, spec pids.Spec) {
 // says whether the alert should be raised or cleared (change), with its
 // annotations; a firing alert is refreshed with each estimate.
 func (lw *leakWatch) tick(now time.Time) (ann map[string]string, change, firing bool) {
-	if !lw.sample(now) || now.Sub(lw.first) < lw.o.MinSpan.D() {
+	ok := lw.sample(now)
+	if lw.lost && lw.firing {
+		// The leaking process is gone (a restart frees its memory): the
+		// episode ends; a new trend starts with the next process.
+		lw.lost, lw.firing = false, false
+		return map[string]string{"summary": "upstream process gone; its memory trend ends"}, true, false
+	}
+	lw.lost = false
+	if !ok || now.Sub(lw.first) < lw.o.MinSpan.D() {
 		return nil, false, false
 	}
 	l, err := lw.w.Estimate(lw.limit, baseline.LeakOptions{MinRise: lw.o.MinRise, Horizon: lw.o.Horizon.D()})
@@ -150,7 +159,7 @@ func (lw *leakWatch) sample(now time.Time) bool {
 	for _, pid := range lw.pids {
 		v, err := baseline.ReadRSS(pid)
 		if err != nil {
-			lw.pids = nil // gone: look again, and start a new trend
+			lw.pids, lw.lost = nil, true // gone: look again, and start a new trend
 			return false
 		}
 		sum += v

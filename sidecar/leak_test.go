@@ -59,7 +59,7 @@ func leakUpstream(stepMiB int) {
 }
 
 // startLeakUpstream runs the helper and returns its loopback address.
-func startLeakUpstream(t *testing.T, stepMiB int) string {
+func startLeakUpstream(t *testing.T, stepMiB int) (string, *exec.Cmd) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "SIDECAR_LEAK_HELPER="+strconv.Itoa(stepMiB))
@@ -75,7 +75,7 @@ func startLeakUpstream(t *testing.T, stepMiB int) string {
 	if err != nil {
 		t.Fatalf("helper's port: %v", err)
 	}
-	return "127.0.0.1:" + strings.TrimSpace(line)
+	return "127.0.0.1:" + strings.TrimSpace(line), cmd
 }
 
 // A running sidecar samples the upstream it finds by port and raises
@@ -91,7 +91,7 @@ func TestMemoryLeakSuspectedThroughASidecar(t *testing.T) {
 		{"steady", 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			upstream := startLeakUpstream(t, tc.stepMiB)
+			upstream, proc := startLeakUpstream(t, tc.stepMiB)
 			cfg := config.Default()
 			cfg.AdminListen = "127.0.0.1:0"
 			no := false
@@ -165,13 +165,29 @@ func TestMemoryLeakSuspectedThroughASidecar(t *testing.T) {
 			if want, err := baseline.MemoryLimit(pid); err != nil || limit != want {
 				t.Errorf("limit %v, want the upstream's %v (%v)", limit, want, err)
 			}
-			// 20 MiB/s written; the sampled slope is within a factor of 2.
-			if slope < 10<<20 || slope > 40<<20 {
-				t.Errorf("slope %.0f B/s, want about 20 MiB/s", slope)
+			// 20 MiB/s written at most (fewer when a loaded machine
+			// oversleeps the 100 ms): the sampled slope is of that order.
+			if slope < 4<<20 || slope > 40<<20 {
+				t.Errorf("slope %.0f B/s, want 4–20 MiB/s", slope)
 			}
 			want := time.Duration((limit - rss) / slope * float64(time.Second))
 			if d := ttl - want; d < -2*time.Second || d > 2*time.Second {
 				t.Errorf("time to exhaustion %v, want (limit−rss)/slope = %v", ttl, want)
+			}
+			// The leaking process goes away (a restart): the episode resolves.
+			proc.Process.Kill()
+			proc.Wait()
+			resolved := false
+			for end := time.Now().Add(30 * time.Second); time.Now().Before(end) && !resolved; {
+				time.Sleep(100 * time.Millisecond)
+				for _, a := range sc.Engine().Alerts() {
+					if a.Labels["alertname"] == alerting.RuleMemoryLeakSuspected && a.State == alerting.StateResolved {
+						resolved = true
+					}
+				}
+			}
+			if !resolved {
+				t.Error("MemoryLeakSuspected not resolved after the upstream process went away")
 			}
 		})
 	}
