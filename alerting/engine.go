@@ -71,8 +71,9 @@ type Engine struct {
 
 	mu       sync.Mutex
 	states   map[modelKey]*modelState
-	resolved []Alert   // newest last
-	lastTick time.Time // now of the latest Tick
+	resolved []Alert             // newest last
+	conds    map[string]*episode // raised by SetCondition, by fingerprint
+	lastTick time.Time           // now of the latest Tick
 }
 
 type modelKey struct{ model, version string }
@@ -434,13 +435,19 @@ func moved(cur, prev Breakdown) []string {
 // resend appends the firing alerts not sent for the resend interval. Held:
 // e.mu.
 func (e *Engine) resend(now time.Time, out []Alert) []Alert {
+	due := func(ep *episode) {
+		if ep != nil && ep.alert.State == StateFiring && now.Sub(ep.lastSent) >= e.o.Resend {
+			ep.lastSent = now
+			out = append(out, ep.alert)
+		}
+	}
 	for _, ms := range e.states {
 		for _, ep := range ms.alerts {
-			if ep != nil && ep.alert.State == StateFiring && now.Sub(ep.lastSent) >= e.o.Resend {
-				ep.lastSent = now
-				out = append(out, ep.alert)
-			}
+			due(ep)
 		}
+	}
+	for _, ep := range e.conds {
+		due(ep)
 	}
 	return out
 }
@@ -458,6 +465,9 @@ func (e *Engine) Alerts() []Alert {
 				active = append(active, ep.alert)
 			}
 		}
+	}
+	for _, ep := range e.conds {
+		active = append(active, ep.alert)
 	}
 	sort.Slice(active, func(i, j int) bool {
 		a, b := active[i], active[j]

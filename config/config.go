@@ -70,6 +70,20 @@ type Alerting struct {
 	AlertmanagerURLs []string        `yaml:"alertmanager_urls"` // base URLs; alerts go to {url}/api/v2/alerts
 	WebhookURL       string          `yaml:"webhook_url"`       // a generic JSON webhook
 	Baseline         Baseline        `yaml:"baseline"`          // the seasonal baseline of P99OverBaseline
+	MemoryLeak       MemoryLeak      `yaml:"memory_leak"`       // MemoryLeakSuspected on the upstream's RSS
+}
+
+// MemoryLeak samples the upstream's resident memory (from /proc, the
+// processes found as host.upstream_pids says) and raises
+// MemoryLeakSuspected when a robust trend projects it to reach the cgroup
+// memory limit (else MemTotal) within the horizon (docs/alerting.md).
+type MemoryLeak struct {
+	Disabled bool     `yaml:"disabled"`
+	Interval Duration `yaml:"interval"` // one /proc read per interval; default: alerting.window
+	Span     Duration `yaml:"span"`     // samples kept and fitted; default 6h
+	MinSpan  Duration `yaml:"min_span"` // samples needed before judging; default 30m
+	Horizon  Duration `yaml:"horizon"`  // alert when exhaustion is projected within it; default 168h
+	MinRise  float64  `yaml:"min_rise"` // smallest rise over the span, relative: default 0.1
 }
 
 // Baseline is each model's history and seasonal baseline (docs/baseline.md):

@@ -105,6 +105,8 @@ func TestErrorsNameTheField(t *testing.T) {
 		{"budget below decode", "limits: {capture_budget: 2097152, decode_max_bytes: 4194304}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "limits.capture_budget"},
 		{"baseline history", "alerting: {baseline: {history: 1h}}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "alerting.baseline: history 1h"},
 		{"baseline speedup", "alerting: {baseline: {speedup: -2}}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "alerting.baseline: speedup"},
+		{"memory leak interval", "alerting: {memory_leak: {interval: -1s}}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "alerting.memory_leak.interval"},
+		{"memory leak min span", "alerting: {memory_leak: {span: 1h, min_span: 2h}}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "alerting.memory_leak.min_span"},
 		{"admin", "admin_listen: nope\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "admin_listen"},
 	}
 	for _, tt := range tests {

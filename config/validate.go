@@ -127,6 +127,22 @@ func (c *Config) Validate() error {
 			bad("alerting.baseline", "%v", err)
 		}
 	}
+	if m := c.Alerting.MemoryLeak; !m.Disabled {
+		for _, f := range []struct {
+			name string
+			v    Duration
+		}{{"interval", m.Interval}, {"span", m.Span}, {"min_span", m.MinSpan}, {"horizon", m.Horizon}} {
+			if f.v < 0 {
+				bad("alerting.memory_leak."+f.name, "must not be negative")
+			}
+		}
+		if m.MinRise < 0 {
+			bad("alerting.memory_leak.min_rise", "must not be negative")
+		}
+		if m.Span > 0 && m.MinSpan > m.Span {
+			bad("alerting.memory_leak.min_span", "%v is longer than span %v", m.MinSpan.D(), m.Span.D())
+		}
+	}
 	if c.Alerting.Resend <= 0 {
 		bad("alerting.resend", "must be positive")
 	}

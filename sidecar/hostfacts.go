@@ -75,6 +75,7 @@ func (s *Sidecar) startHost(ctx context.Context) error {
 		}
 		s.host.probes = p
 	}
+	s.startLeakWatch(ctx, spec)
 	return nil
 }
 

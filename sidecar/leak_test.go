@@ -1,0 +1,250 @@
+package sidecar
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferwatch/inferwatch/alerting"
+	"github.com/inferwatch/inferwatch/baseline"
+	"github.com/inferwatch/inferwatch/config"
+	"github.com/inferwatch/inferwatch/gpu/pids"
+)
+
+// TestMain lets the test binary double as an upstream that listens on a
+// loopback port and grows its memory (SIDECAR_LEAK_HELPER=MiB per 100 ms;
+// 0: allocate once, then hold).
+func TestMain(m *testing.M) {
+	if v, ok := os.LookupEnv("SIDECAR_LEAK_HELPER"); ok {
+		step, _ := strconv.Atoi(v)
+		leakUpstream(step)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+var held [][]byte
+
+func leakUpstream(stepMiB int) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Println("listen:", err)
+		os.Exit(1)
+	}
+	defer l.Close() // held open: an unreachable listener is closed by the GC
+	touch := func(n int) {
+		b := make([]byte, n<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		held = append(held, b)
+	}
+	touch(16)
+	fmt.Println(l.Addr().(*net.TCPAddr).Port)
+	for range 600 { // at most a minute: the test kills it sooner
+		time.Sleep(100 * time.Millisecond)
+		if stepMiB > 0 {
+			touch(stepMiB)
+		}
+	}
+}
+
+// startLeakUpstream runs the helper and returns its loopback address.
+func startLeakUpstream(t *testing.T, stepMiB int) (string, *exec.Cmd) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "SIDECAR_LEAK_HELPER="+strconv.Itoa(stepMiB))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("helper's port: %v", err)
+	}
+	return "127.0.0.1:" + strings.TrimSpace(line), cmd
+}
+
+// A running sidecar samples the upstream it finds by port and raises
+// MemoryLeakSuspected, with a projected exhaustion time, when the
+// upstream's memory grows; not when it holds steady.
+func TestMemoryLeakSuspectedThroughASidecar(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		stepMiB int
+		want    bool
+	}{
+		{"grows 2 MiB per 100ms", 2, true},
+		{"steady", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			upstream, proc := startLeakUpstream(t, tc.stepMiB)
+			cfg := config.Default()
+			cfg.AdminListen = "127.0.0.1:0"
+			no := false
+			cfg.Routes = []config.Route{{Name: "http", Protocol: "http", Listen: "127.0.0.1:0", Upstream: upstream,
+				Readiness: "none", TritonStats: config.TritonStats{Enabled: &no}}}
+			cfg.Host.GPUDisabled, cfg.Host.BPFDisabled = true, true
+			cfg.Tracing.Disabled = true
+			cfg.Alerting.Baseline.Disabled = true
+			cfg.Alerting.MemoryLeak = config.MemoryLeak{Interval: config.Duration(100 * time.Millisecond), MinSpan: config.Duration(time.Second)}
+			cfg.Finish()
+			sc, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sc.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				sc.Shutdown(ctx)
+			})
+			// The steady case is judged after as many samples as the
+			// growing one needs at most (30 s is only a bound on failure).
+			var got *alerting.Alert
+			deadline := time.Now().Add(30 * time.Second)
+			samples := 0
+			for time.Now().Before(deadline) && got == nil && (tc.want || samples < 50) {
+				time.Sleep(100 * time.Millisecond)
+				if rssGauge(t, sc) > 0 {
+					samples++
+				}
+				for _, a := range sc.Engine().Alerts() {
+					if a.Labels["alertname"] == alerting.RuleMemoryLeakSuspected && a.State == alerting.StateFiring {
+						got = &a
+					}
+				}
+			}
+			if (got != nil) != tc.want {
+				t.Fatalf("MemoryLeakSuspected firing: %v, want %v (%d samples seen; alert %+v)", got != nil, tc.want, samples, got)
+			}
+			if got == nil {
+				return
+			}
+			t.Logf("%s", got.Annotations["summary"])
+			if got.Labels["upstream"] != upstream {
+				t.Errorf("upstream label %q, want %q", got.Labels["upstream"], upstream)
+			}
+			at, err := time.Parse(time.RFC3339, got.Annotations["projected_exhaustion"])
+			if err != nil {
+				t.Fatalf("projected_exhaustion: %v (%v)", err, got.Annotations)
+			}
+			if !at.After(got.StartsAt.Add(-time.Second)) {
+				t.Errorf("projected exhaustion %v before the alert %v", at, got.StartsAt)
+			}
+			// The projection agrees with the figures it is made of: the
+			// memory left at the slope reported.
+			ttl, err := time.ParseDuration(got.Annotations["time_to_exhaustion"])
+			if err != nil {
+				t.Fatal(err)
+			}
+			num := func(k string) float64 {
+				v, err := strconv.ParseFloat(got.Annotations[k], 64)
+				if err != nil {
+					t.Fatalf("%s: %v", k, err)
+				}
+				return v
+			}
+			rss, limit, slope := num("rss_bytes"), num("limit_bytes"), num("slope_bytes_per_second")
+			pid := upstreamPID(t, upstream)
+			if want, err := baseline.MemoryLimit(pid); err != nil || limit != want {
+				t.Errorf("limit %v, want the upstream's %v (%v)", limit, want, err)
+			}
+			// 20 MiB/s written at most (fewer when a loaded machine
+			// oversleeps the 100 ms): the sampled slope is of that order.
+			if slope < 4<<20 || slope > 40<<20 {
+				t.Errorf("slope %.0f B/s, want 4–20 MiB/s", slope)
+			}
+			want := time.Duration((limit - rss) / slope * float64(time.Second))
+			if d := ttl - want; d < -2*time.Second || d > 2*time.Second {
+				t.Errorf("time to exhaustion %v, want (limit−rss)/slope = %v", ttl, want)
+			}
+			// The leaking process goes away (a restart): the episode resolves.
+			proc.Process.Kill()
+			proc.Wait()
+			resolved := false
+			for end := time.Now().Add(30 * time.Second); time.Now().Before(end) && !resolved; {
+				time.Sleep(100 * time.Millisecond)
+				for _, a := range sc.Engine().Alerts() {
+					if a.Labels["alertname"] == alerting.RuleMemoryLeakSuspected && a.State == alerting.StateResolved {
+						resolved = true
+					}
+				}
+			}
+			if !resolved {
+				t.Error("MemoryLeakSuspected not resolved after the upstream process went away")
+			}
+		})
+	}
+}
+
+func upstreamPID(t *testing.T, addr string) int {
+	_, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	ps, err := pids.Spec{Port: p}.Resolve()
+	if err != nil || len(ps) != 1 {
+		t.Fatalf("upstream pid: %v %v", ps, err)
+	}
+	return ps[0]
+}
+
+// rssGauge reads inferwatch_upstream_rss_bytes from the sidecar's metrics.
+func rssGauge(t *testing.T, sc *Sidecar) float64 {
+	var b strings.Builder
+	sc.Metrics().Metrics().WritePrometheus(&b)
+	for _, line := range strings.Split(b.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, "inferwatch_upstream_rss_bytes "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+// BenchmarkLeakTick is the watcher's cost per interval (10 s by default),
+// on its own goroutine: one /proc/PID/status read of this process and one
+// trend estimate over a full 6 h ring (2160 samples, thinned to 300).
+// The "sample" case is the /proc read alone (before MinSpan is held).
+func BenchmarkLeakTick(b *testing.B) {
+	for _, tc := range []struct {
+		name     string
+		estimate bool
+	}{{"sample", false}, {"sample+estimate", true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			o := leakDefaults(config.MemoryLeak{MinSpan: config.Duration(time.Nanosecond), Span: config.Duration(6 * time.Hour)}, 10*time.Second)
+			lw := newLeakWatch(o, pids.Spec{PIDs: []int{os.Getpid()}})
+			t0 := time.Now()
+			for i := range lw.w.Max {
+				lw.sample(t0.Add(time.Duration(i) * 10 * time.Second))
+			}
+			now := t0.Add(time.Duration(lw.w.Max) * 10 * time.Second)
+			b.ResetTimer()
+			for range b.N {
+				now = now.Add(10 * time.Second)
+				if tc.estimate {
+					lw.tick(now)
+				} else {
+					lw.sample(now)
+				}
+			}
+		})
+	}
+}
