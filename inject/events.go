@@ -79,23 +79,23 @@ type Events struct {
 func NewEvents(api APIServer, instance string, set *metrics.Set, logger *slog.Logger) (*Events, error) {
 	u, err := url.Parse(api.URL)
 	if err != nil || u.Scheme != "https" || u.Host == "" {
-		return nil, fmt.Errorf("inject: kube API URL %q: want https://host:port", api.URL)
+		return nil, fmt.Errorf("inject: kube-api: %q: want https://host:port", api.URL)
 	}
 	if api.TokenFile == "" {
-		return nil, fmt.Errorf("inject: kube API token file: must be set")
+		return nil, fmt.Errorf("inject: kube-token-file: must be set with kube-api")
 	}
 	if _, err := os.Stat(api.TokenFile); err != nil {
-		return nil, fmt.Errorf("inject: kube API token file: %w", err)
+		return nil, fmt.Errorf("inject: kube-token-file: %w", err)
 	}
 	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if api.CAFile != "" {
 		pem, err := os.ReadFile(api.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("inject: kube API CA file: %w", err)
+			return nil, fmt.Errorf("inject: kube-ca-file: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("inject: kube API CA file %s: no PEM certificate", api.CAFile)
+			return nil, fmt.Errorf("inject: kube-ca-file %s: no PEM certificate", api.CAFile)
 		}
 		tlsCfg.RootCAs = pool
 	}

@@ -79,10 +79,10 @@ func TestNewEventsRejects(t *testing.T) {
 		api  APIServer
 		want string
 	}{
-		{"http", APIServer{URL: "http://127.0.0.1:6443", TokenFile: tok}, "want https"},
-		{"no token", APIServer{URL: "https://127.0.0.1:6443"}, "token file"},
-		{"missing token", APIServer{URL: "https://127.0.0.1:6443", TokenFile: tok + "x"}, "token file"},
-		{"bad CA", APIServer{URL: "https://127.0.0.1:6443", TokenFile: tok, CAFile: tok}, "no PEM"},
+		{"http", APIServer{URL: "http://127.0.0.1:6443", TokenFile: tok}, "kube-api"},
+		{"no token", APIServer{URL: "https://127.0.0.1:6443"}, "kube-token-file"},
+		{"missing token", APIServer{URL: "https://127.0.0.1:6443", TokenFile: tok + "x"}, "kube-token-file"},
+		{"bad CA", APIServer{URL: "https://127.0.0.1:6443", TokenFile: tok, CAFile: tok}, "kube-ca-file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := NewEvents(tc.api, "i", metrics.NewSet(), slog.New(slog.NewTextHandler(io.Discard, nil)))

@@ -39,11 +39,6 @@ func Serve(ctx context.Context, opts ServeOptions, cfg Config, logger *slog.Logg
 	if opts.CertFile == "" || opts.KeyFile == "" {
 		return fmt.Errorf("inject: tls-cert and tls-key: both are required (the apiserver calls webhooks over HTTPS only)")
 	}
-	tlsCfg, err := proxy.ServerTLS(proxy.TLSFiles{CertFile: opts.CertFile, KeyFile: opts.KeyFile}, logger)
-	if err != nil {
-		return fmt.Errorf("inject: tls-cert/tls-key: %w", err)
-	}
-	tlsCfg.NextProtos = []string{"http/1.1"}
 	wh := NewWebhook(cfg, logger)
 	if opts.Events != nil {
 		instance := opts.Instance
@@ -59,6 +54,11 @@ func Serve(ctx context.Context, opts ServeOptions, cfg Config, logger *slog.Logg
 		defer stopEvents()
 		go ev.Run(evCtx)
 	}
+	tlsCfg, err := proxy.ServerTLS(proxy.TLSFiles{CertFile: opts.CertFile, KeyFile: opts.KeyFile}, logger)
+	if err != nil {
+		return fmt.Errorf("inject: tls-cert/tls-key: %w", err)
+	}
+	tlsCfg.NextProtos = []string{"http/1.1"}
 	wl, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
 		return fmt.Errorf("inject: listen %s: %w", opts.Listen, err)
