@@ -209,6 +209,17 @@ func TestKubeAPIServer(t *testing.T) {
 	if n != 2 {
 		t.Errorf("%d injector Events, want 2 (the refused pods only)", n)
 	}
+	// What NOTES.txt and the README tell a user to run finds them:
+	// kubectl get events -n models --field-selector reason=InferwatchNotInjected
+	status, b, err = kube.Do("GET", "/api/v1/namespaces/models/events?fieldSelector=reason%3D"+EventReason, nil)
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("list core/v1 Events by reason: %d %s %v", status, b, err)
+	}
+	var core corev1.EventList
+	json.Unmarshal(b, &core)
+	if len(core.Items) != 2 {
+		t.Errorf("%d core/v1 Events with reason %s in models, want 2: %s", len(core.Items), EventReason, b)
+	}
 	// The injector counts what it posted.
 	resp, err := http.Get("http://" + addrs[1].String() + "/metrics")
 	if err != nil {
