@@ -93,7 +93,10 @@ type reviewed struct {
 // action is the Outcome's: injected, skipped or ignored.
 func Review(cfg Config, mode Mode, body []byte) (out []byte, action string, status int, err error) {
 	out, rv, status, err := review(cfg, mode, body)
-	return out, rv.action, status, err
+	if err != nil {
+		return nil, "", status, err
+	}
+	return out, rv.action, status, nil
 }
 
 func review(cfg Config, mode Mode, body []byte) (out []byte, rv reviewed, status int, err error) {
