@@ -8,11 +8,13 @@
 // The traffic method is port takeover (Knative queue-proxy style): no init
 // container, no iptables, no NET_ADMIN, so injected pods pass the
 // "restricted" Pod Security Standard. A pod it does not understand is left
-// running as written (fail-open) with an annotation saying why.
+// running as written (fail-open) with an annotation and a Kubernetes Event
+// saying why (events.go).
 //
-// Types are k8s.io/api's corev1 and admissionv1; quantities and intstr come
-// from k8s.io/apimachinery. No client-go and no controller-runtime: the
-// injector needs no API calls, so the webhook needs no RBAC of its own.
+// Types are k8s.io/api's corev1, admissionv1 and eventsv1; quantities and
+// intstr come from k8s.io/apimachinery. No client-go and no
+// controller-runtime: the injector's one API call, creating an Event, is a
+// single POST with net/http, so its RBAC is exactly create on events.
 package inject
 
 import (

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/inferwatch/inferwatch/admin"
@@ -20,6 +21,12 @@ type ServeOptions struct {
 	CertFile    string // reloaded when it changes (a rotated Secret), no restart
 	KeyFile     string
 	AdminListen string // /metrics, /healthz, /readyz; loopback by default
+	// Events, when set, is where the injector posts a Kubernetes Event for
+	// every pod it refused; nil: the annotation and the admission warning only.
+	Events *APIServer
+	// Instance names this replica in its Events (default: the host name,
+	// which in a pod is the pod's name).
+	Instance string
 	// Ready, when set, receives the bound addresses once both listen.
 	Ready func(webhook, admin net.Addr)
 }
@@ -32,12 +39,26 @@ func Serve(ctx context.Context, opts ServeOptions, cfg Config, logger *slog.Logg
 	if opts.CertFile == "" || opts.KeyFile == "" {
 		return fmt.Errorf("inject: tls-cert and tls-key: both are required (the apiserver calls webhooks over HTTPS only)")
 	}
+	wh := NewWebhook(cfg, logger)
+	if opts.Events != nil {
+		instance := opts.Instance
+		if instance == "" {
+			instance, _ = os.Hostname()
+		}
+		ev, err := NewEvents(*opts.Events, instance, wh.Metrics, logger)
+		if err != nil {
+			return err
+		}
+		wh.Events = ev
+		evCtx, stopEvents := context.WithCancel(ctx)
+		defer stopEvents()
+		go ev.Run(evCtx)
+	}
 	tlsCfg, err := proxy.ServerTLS(proxy.TLSFiles{CertFile: opts.CertFile, KeyFile: opts.KeyFile}, logger)
 	if err != nil {
 		return fmt.Errorf("inject: tls-cert/tls-key: %w", err)
 	}
 	tlsCfg.NextProtos = []string{"http/1.1"}
-	wh := NewWebhook(cfg, logger)
 	wl, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
 		return fmt.Errorf("inject: listen %s: %w", opts.Listen, err)

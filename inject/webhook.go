@@ -30,6 +30,8 @@ type Webhook struct {
 	logger  *slog.Logger
 	Metrics *metrics.Set
 	mux     *http.ServeMux
+	// Events, when set, receives every pod the injector refused (fail-open).
+	Events *Events
 }
 
 // NewWebhook builds the handler; cfg must have passed Validate.
@@ -61,7 +63,8 @@ func (w *Webhook) serve(rw http.ResponseWriter, r *http.Request, mode Mode) {
 		http.Error(rw, "inject: request body unreadable or over 8 MiB", http.StatusRequestEntityTooLarge)
 		return
 	}
-	out, action, status, err := Review(w.cfg, mode, body)
+	out, rv, status, err := review(w.cfg, mode, body)
+	action := rv.action
 	if err != nil {
 		w.count(r.URL.Path, "bad_request", start)
 		w.logger.Warn("inject: bad admission review", "err", err)
@@ -71,6 +74,17 @@ func (w *Webhook) serve(rw http.ResponseWriter, r *http.Request, mode Mode) {
 	w.count(r.URL.Path, action, start)
 	rw.Header().Set("Content-Type", "application/json")
 	rw.Write(out)
+	if action == "skipped" && w.Events != nil && !rv.dryRun {
+		w.Events.Refused(rv.namespace, &rv.pod, rv.reason, time.Now())
+	}
+}
+
+// reviewed is what review learnt besides its answer.
+type reviewed struct {
+	action, reason string
+	namespace      string
+	pod            metav1.ObjectMeta // name, generateName, owners: what an Event regards
+	dryRun         bool              // no side effects (the configuration says NoneOnDryRun)
 }
 
 // Review answers one AdmissionReview body. An error (with an HTTP status)
@@ -78,19 +92,29 @@ func (w *Webhook) serve(rw http.ResponseWriter, r *http.Request, mode Mode) {
 // always allowed — a pod it cannot handle runs uninjected, with a warning.
 // action is the Outcome's: injected, skipped or ignored.
 func Review(cfg Config, mode Mode, body []byte) (out []byte, action string, status int, err error) {
+	out, rv, status, err := review(cfg, mode, body)
+	if err != nil {
+		return nil, "", status, err
+	}
+	return out, rv.action, status, nil
+}
+
+func review(cfg Config, mode Mode, body []byte) (out []byte, rv reviewed, status int, err error) {
 	var in admissionv1.AdmissionReview
 	if err := json.Unmarshal(body, &in); err != nil {
-		return nil, "", http.StatusBadRequest, fmt.Errorf("inject: decode AdmissionReview: %w", err)
+		return nil, rv, http.StatusBadRequest, fmt.Errorf("inject: decode AdmissionReview: %w", err)
 	}
 	if in.APIVersion != admissionv1.SchemeGroupVersion.String() || in.Kind != "AdmissionReview" {
-		return nil, "", http.StatusBadRequest, fmt.Errorf("inject: want admission.k8s.io/v1 AdmissionReview, got %s %s", in.APIVersion, in.Kind)
+		return nil, rv, http.StatusBadRequest, fmt.Errorf("inject: want admission.k8s.io/v1 AdmissionReview, got %s %s", in.APIVersion, in.Kind)
 	}
 	if in.Request == nil || in.Request.UID == "" {
-		return nil, "", http.StatusBadRequest, fmt.Errorf("inject: AdmissionReview has no request or no request uid")
+		return nil, rv, http.StatusBadRequest, fmt.Errorf("inject: AdmissionReview has no request or no request uid")
 	}
+	req := in.Request
+	rv.namespace, rv.pod.Name = req.Namespace, req.Name
+	rv.dryRun = req.DryRun != nil && *req.DryRun
 	resp := &admissionv1.AdmissionResponse{UID: in.Request.UID, Allowed: true}
 	outcome := func() Outcome {
-		req := in.Request
 		if req.Kind.Kind != "Pod" || req.Kind.Group != "" || req.SubResource != "" {
 			return Outcome{Action: "ignored", Reason: fmt.Sprintf("not a pod: %s/%s %s", req.Kind.Group, req.Kind.Kind, req.SubResource)}
 		}
@@ -101,8 +125,13 @@ func Review(cfg Config, mode Mode, body []byte) (out []byte, action string, stat
 		if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
 			return Outcome{Action: "skipped", Reason: "pod object does not decode: " + err.Error()}
 		}
+		if pod.Name != "" {
+			rv.pod.Name = pod.Name
+		}
+		rv.pod.GenerateName, rv.pod.OwnerReferences = pod.GenerateName, pod.OwnerReferences
 		return Mutate(cfg, mode, &pod)
 	}()
+	rv.action, rv.reason = outcome.Action, outcome.Reason
 	if outcome.Action == "skipped" {
 		resp.Warnings = []string{"inferwatch sidecar not injected: " + outcome.Reason}
 		resp.Result = &metav1.Status{Message: outcome.Reason}
@@ -110,14 +139,14 @@ func Review(cfg Config, mode Mode, body []byte) (out []byte, action string, stat
 	if len(outcome.Patch) > 0 {
 		p, err := MarshalPatch(outcome.Patch)
 		if err != nil {
-			return nil, "", http.StatusInternalServerError, err
+			return nil, rv, http.StatusInternalServerError, err
 		}
 		pt := admissionv1.PatchTypeJSONPatch
 		resp.Patch, resp.PatchType = p, &pt
 	}
 	b, err := json.Marshal(admissionv1.AdmissionReview{TypeMeta: in.TypeMeta, Response: resp})
 	if err != nil {
-		return nil, "", http.StatusInternalServerError, fmt.Errorf("inject: encode AdmissionReview: %w", err)
+		return nil, rv, http.StatusInternalServerError, fmt.Errorf("inject: encode AdmissionReview: %w", err)
 	}
-	return b, outcome.Action, http.StatusOK, nil
+	return b, rv, http.StatusOK, nil
 }

@@ -29,9 +29,21 @@ func runInject(args []string, logw io.Writer) error {
 	push := fs.String("push-url", "", "default VictoriaMetrics import URL for injected sidecars")
 	otlp := fs.String("otlp-endpoint", "", "default OTLP endpoint for injected sidecars")
 	extra := fs.String("sidecar-args", "", "extra flags given to every sidecar, space separated")
+	events := fs.Bool("events", true, "post a Kubernetes Event for every pod left uninjected (needs create on events.k8s.io events)")
+	kubeAPI := fs.String("kube-api", "", "Kubernetes API URL for Events (default: in-cluster, from KUBERNETES_SERVICE_HOST and the service account)")
+	kubeToken := fs.String("kube-token-file", "", "bearer token file for --kube-api")
+	kubeCA := fs.String("kube-ca-file", "", "PEM CA file for --kube-api (default: the system roots)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	var api *inject.APIServer
+	if *events {
+		if *kubeAPI != "" {
+			api = &inject.APIServer{URL: *kubeAPI, TokenFile: *kubeToken, CAFile: *kubeCA}
+		} else if a, ok := inject.InClusterAPIServer(); ok {
+			api = &a
+		}
 	}
 	cfg := inject.Config{
 		Image: *image, ImagePullPolicy: corev1.PullPolicy(*pull),
@@ -40,5 +52,5 @@ func runInject(args []string, logw io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	return inject.Serve(ctx, inject.ServeOptions{Listen: *listen, CertFile: *cert, KeyFile: *key, AdminListen: *adminListen}, cfg, newLogger(logw, *logLevel))
+	return inject.Serve(ctx, inject.ServeOptions{Listen: *listen, CertFile: *cert, KeyFile: *key, AdminListen: *adminListen, Events: api}, cfg, newLogger(logw, *logLevel))
 }

@@ -18,6 +18,8 @@ func TestInjectFlagErrors(t *testing.T) {
 		{[]string{"--tls-cert=c", "--tls-key=k", "--memory-limit=big"}, "memory-limit"},
 		{[]string{"--tls-cert=c", "--tls-key=k", "--push-url=vm:8428"}, "push-url"},
 		{[]string{"--tls-cert=/nonexistent/c", "--tls-key=/nonexistent/k"}, "tls-cert"},
+		{[]string{"--tls-cert=c", "--tls-key=k", "--kube-api=http://127.0.0.1:6443", "--kube-token-file=/dev/null"}, "kube-api"},
+		{[]string{"--tls-cert=c", "--tls-key=k", "--kube-api=https://127.0.0.1:6443"}, "kube-token-file"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			err := runInject(tc.args, io.Discard)

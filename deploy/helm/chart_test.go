@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -124,7 +125,7 @@ func checkObjects(t *testing.T, mode string, set []string, manifest string) {
 	var mwc admissionregistrationv1.MutatingWebhookConfiguration
 	var svc corev1.Service
 	var certSecret string
-	var roles []rbacv1.PolicyRule
+	var roles, injectorRules []rbacv1.PolicyRule // the certificate Jobs', the injector's
 	for _, doc := range strings.Split(manifest, "\n---") {
 		var m map[string]any
 		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
@@ -137,6 +138,7 @@ func checkObjects(t *testing.T, mode string, set []string, manifest string) {
 		kind, _ := m["kind"].(string)
 		kinds[kind]++
 		var obj any
+		var role *rbacv1.Role
 		switch kind {
 		case "Deployment":
 			obj = &dep
@@ -149,9 +151,8 @@ func checkObjects(t *testing.T, mode string, set []string, manifest string) {
 		case "MutatingWebhookConfiguration":
 			obj = &mwc
 		case "Role", "ClusterRole":
-			r := &rbacv1.Role{}
-			obj = r
-			defer func() { roles = append(roles, r.Rules...) }()
+			role = &rbacv1.Role{}
+			obj = role
 		case "RoleBinding", "ClusterRoleBinding":
 			obj = &rbacv1.RoleBinding{}
 		case "Job":
@@ -174,6 +175,13 @@ func checkObjects(t *testing.T, mode string, set []string, manifest string) {
 		if err != nil || len(strict) > 0 {
 			t.Errorf("%s does not strict-decode into its k8s.io/api type: %v %v", kind, err, strict)
 		}
+		if role != nil {
+			if strings.HasSuffix(role.Name, "-certgen") {
+				roles = append(roles, role.Rules...)
+			} else {
+				injectorRules = append(injectorRules, role.Rules...)
+			}
+		}
 	}
 	accounts := 1 // the webhook's
 	if mode == "bootstrap" {
@@ -193,8 +201,14 @@ func checkObjects(t *testing.T, mode string, set []string, manifest string) {
 	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != want {
 		t.Errorf("replicas %v, want %d", dep.Spec.Replicas, want)
 	}
-	if dep.Spec.Template.Spec.AutomountServiceAccountToken == nil || *dep.Spec.Template.Spec.AutomountServiceAccountToken {
-		t.Errorf("webhook pod mounts a service account token it does not need")
+	// The injector's one API call is creating Events: its token is mounted
+	// and its role allows exactly that.
+	if dep.Spec.Template.Spec.AutomountServiceAccountToken == nil || !*dep.Spec.Template.Spec.AutomountServiceAccountToken {
+		t.Errorf("webhook pod mounts no service account token, so it cannot post Events")
+	}
+	wantRules := []rbacv1.PolicyRule{{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create"}}}
+	if !reflect.DeepEqual(injectorRules, wantRules) {
+		t.Errorf("injector RBAC rules %+v, want exactly %+v", injectorRules, wantRules)
 	}
 	// The webhook entries point at the injector's paths on the Service.
 	var paths []string
@@ -203,7 +217,7 @@ func checkObjects(t *testing.T, mode string, set []string, manifest string) {
 			t.Fatalf("webhook %s does not call the chart's Service", w.Name)
 		}
 		paths = append(paths, *w.ClientConfig.Service.Path)
-		if w.SideEffects == nil || *w.SideEffects != admissionregistrationv1.SideEffectClassNone || !slices.Equal(w.AdmissionReviewVersions, []string{"v1"}) {
+		if w.SideEffects == nil || *w.SideEffects != admissionregistrationv1.SideEffectClassNoneOnDryRun || !slices.Equal(w.AdmissionReviewVersions, []string{"v1"}) {
 			t.Errorf("webhook %s: sideEffects/admissionReviewVersions", w.Name)
 		}
 		excluded := false

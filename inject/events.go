@@ -1,0 +1,250 @@
+package inject
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Where a pod's service account token and the cluster's CA are mounted.
+const (
+	inClusterTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+	inClusterCAFile    = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+)
+
+// Event fields the injector writes.
+const (
+	EventReason     = "InferwatchNotInjected"
+	eventAction     = "Inject"
+	eventController = "inferwatch.io/injector"
+	// eventQueue bounds the Events waiting to be posted; more are dropped
+	// (and counted) rather than held.
+	eventQueue = 64
+	// eventTimeout bounds one POST.
+	eventTimeout = 5 * time.Second
+	// noteLimit is the apiserver's limit on an Event's note.
+	noteLimit = 1024
+)
+
+// APIServer says how to reach the Kubernetes API: the only call the
+// injector makes is creating an Event.
+type APIServer struct {
+	URL       string // https://host:port
+	TokenFile string // bearer token, re-read for every call (projected tokens rotate)
+	CAFile    string // PEM CA bundle that signed the apiserver's certificate
+}
+
+// InClusterAPIServer is the API as a pod sees it: KUBERNETES_SERVICE_HOST
+// and _PORT, the mounted service account token and CA. ok is false outside
+// a cluster.
+func InClusterAPIServer() (api APIServer, ok bool) {
+	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
+	if host == "" || port == "" {
+		return APIServer{}, false
+	}
+	return APIServer{URL: "https://" + net.JoinHostPort(host, port), TokenFile: inClusterTokenFile, CAFile: inClusterCAFile}, true
+}
+
+// Events posts a Warning Event (events.k8s.io/v1) for every pod the injector
+// refused, from one background worker: Refused never blocks, so an
+// admission answer never waits on the API, and a full queue drops the Event
+// (inferwatch_injector_events_total{result="dropped"}).
+type Events struct {
+	api      APIServer
+	client   *http.Client
+	instance string
+	queue    chan eventsv1.Event
+	logger   *slog.Logger
+	metrics  *metrics.Set
+}
+
+// NewEvents checks api and builds the poster; Run must be started for
+// anything to be sent. instance names this replica (reportingInstance).
+func NewEvents(api APIServer, instance string, set *metrics.Set, logger *slog.Logger) (*Events, error) {
+	u, err := url.Parse(api.URL)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("inject: kube-api: %q: want https://host:port", api.URL)
+	}
+	if api.TokenFile == "" {
+		return nil, fmt.Errorf("inject: kube-token-file: must be set with kube-api")
+	}
+	if _, err := os.Stat(api.TokenFile); err != nil {
+		return nil, fmt.Errorf("inject: kube-token-file: %w", err)
+	}
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if api.CAFile != "" {
+		pem, err := os.ReadFile(api.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("inject: kube-ca-file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("inject: kube-ca-file %s: no PEM certificate", api.CAFile)
+		}
+		tlsCfg.RootCAs = pool
+	}
+	if len(instance) > 128 { // the apiserver's limit on reportingInstance
+		instance = instance[:128]
+	}
+	e := &Events{
+		api:      api,
+		client:   &http.Client{Timeout: eventTimeout, Transport: &http.Transport{TLSClientConfig: tlsCfg, MaxIdleConns: 2, IdleConnTimeout: time.Minute}},
+		instance: instance,
+		queue:    make(chan eventsv1.Event, eventQueue),
+		logger:   logger,
+		metrics:  set,
+	}
+	for _, r := range []string{"posted", "failed", "dropped"} {
+		e.counter(r)
+	}
+	return e, nil
+}
+
+func (e *Events) counter(result string) *metrics.Counter {
+	return e.metrics.GetOrCreateCounter(`inferwatch_injector_events_total{result="` + result + `"}`)
+}
+
+// Refused queues an Event saying why pod (in namespace ns) runs without
+// the sidecar. A pod created by a controller has no name yet at admission;
+// the Event then regards its controlling owner (a ReplicaSet, a Job, ...).
+func (e *Events) Refused(ns string, pod *metav1.ObjectMeta, reason string, now time.Time) {
+	ev := refusedEvent(ns, pod, reason, e.instance, now)
+	select {
+	case e.queue <- ev:
+	default:
+		e.counter("dropped").Inc()
+	}
+}
+
+func refusedEvent(ns string, pod *metav1.ObjectMeta, reason, instance string, now time.Time) eventsv1.Event {
+	ref := corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: ns, Name: pod.Name}
+	if pod.Name == "" {
+		for _, o := range pod.OwnerReferences {
+			if o.Controller != nil && *o.Controller {
+				ref = corev1.ObjectReference{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: ns, Name: o.Name, UID: o.UID}
+				break
+			}
+		}
+	}
+	base := pod.Name
+	if base == "" {
+		base = strings.TrimRight(pod.GenerateName, "-.")
+	}
+	if base == "" {
+		base = "pod"
+	}
+	// client-go's recorder names Events the same way; the name must stay
+	// a DNS subdomain (253 characters), so a long base is cut.
+	if len(base) > 200 {
+		base = strings.TrimRight(base[:200], "-.")
+	}
+	note := "inferwatch sidecar not injected into pod "
+	if pod.Name != "" {
+		note += pod.Name
+	} else {
+		note += pod.GenerateName + "*"
+	}
+	note += ": " + reason
+	if len(note) > noteLimit {
+		note = note[:noteLimit-3] + "..."
+	}
+	return eventsv1.Event{
+		TypeMeta:            metav1.TypeMeta{APIVersion: "events.k8s.io/v1", Kind: "Event"},
+		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", base, now.UnixNano()), Namespace: ns},
+		EventTime:           metav1.NewMicroTime(now),
+		ReportingController: eventController,
+		ReportingInstance:   instance,
+		Action:              eventAction,
+		Reason:              EventReason,
+		Regarding:           ref,
+		Note:                note,
+		Type:                corev1.EventTypeWarning,
+	}
+}
+
+// Run posts queued Events until ctx ends.
+func (e *Events) Run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-e.queue:
+			if err := e.postRetrying(ctx, ev); err != nil {
+				e.counter("failed").Inc()
+				e.logger.Warn("inject: post Event", "namespace", ev.Namespace, "regarding", ev.Regarding.Kind+"/"+ev.Regarding.Name, "err", err)
+				continue
+			}
+			e.counter("posted").Inc()
+		}
+	}
+}
+
+// postRetrying tries an Event up to three times while the failure is the
+// network's or the apiserver's (5xx, 429), not the request's.
+func (e *Events) postRetrying(ctx context.Context, ev eventsv1.Event) error {
+	var err error
+	for attempt, wait := 0, 500*time.Millisecond; attempt < 3; attempt, wait = attempt+1, wait*2 {
+		var retry bool
+		if retry, err = e.post(ctx, ev); err == nil || !retry {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+	return err
+}
+
+func (e *Events) post(ctx context.Context, ev eventsv1.Event) (retry bool, err error) {
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return false, fmt.Errorf("encode Event: %w", err)
+	}
+	token, err := os.ReadFile(e.api.TokenFile)
+	if err != nil {
+		return true, fmt.Errorf("read token: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, eventTimeout)
+	defer cancel()
+	u := strings.TrimRight(e.api.URL, "/") + "/apis/events.k8s.io/v1/namespaces/" + url.PathEscape(ev.Namespace) + "/events"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return false, fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return true, fmt.Errorf("POST %s: %w", u, err)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusCreated {
+		retry = resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests
+		var st metav1.Status
+		if json.Unmarshal(msg, &st) == nil && st.Message != "" {
+			return retry, fmt.Errorf("POST %s: %s: %s", u, resp.Status, st.Message)
+		}
+		return retry, fmt.Errorf("POST %s: %s", u, resp.Status)
+	}
+	return false, nil
+}
