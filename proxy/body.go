@@ -75,7 +75,7 @@ func (b *requestBody) readSmall(n int64) ([]byte, error) {
 	}
 	b.bytes, b.lastRead, b.eof = n, now, true
 	if b.capture != nil {
-		b.capture.write(buf)
+		b.capture.adopt(buf)
 	}
 	return buf, nil
 }
@@ -129,6 +129,24 @@ func (c *capture) write(p []byte) {
 		return
 	}
 	c.buf = append(c.buf, p...)
+}
+
+// adopt captures p, a whole body that nothing will write to again, without
+// copying it: the small HTTP bodies read whole before forwarding are
+// captured in the buffer they were read into.
+func (c *capture) adopt(p []byte) {
+	if len(c.buf) != 0 {
+		c.write(p)
+		return
+	}
+	n := min(len(p), c.max)
+	if c.budget != nil && c.budget.Add(-int64(n)) < 0 {
+		c.budget.Add(int64(n))
+		c.truncated = len(p) > 0
+		c.max = 0
+		return
+	}
+	c.buf, c.truncated = p[:n:n], n < len(p)
 }
 
 // release gives the captured bytes back to the budget.
