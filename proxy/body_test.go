@@ -29,3 +29,28 @@ func TestCaptureBudget(t *testing.T) {
 		t.Fatalf("unbudgeted capture: %q %v", c.buf, c.truncated)
 	}
 }
+
+// TestCaptureAdopt: a whole body is captured in place, cut to the bound,
+// charged to the budget like a copy, and refused whole when it does not fit.
+func TestCaptureAdopt(t *testing.T) {
+	var budget atomic.Int64
+	budget.Store(10)
+	body := []byte("123456789")
+	a := &capture{max: 6, budget: &budget}
+	a.adopt(body)
+	if string(a.buf) != "123456" || !a.truncated || &a.buf[0] != &body[0] || budget.Load() != 4 {
+		t.Fatalf("a=%q truncated %v in place %v budget %d", a.buf, a.truncated, &a.buf[0] == &body[0], budget.Load())
+	}
+	if cap(a.buf) != 6 {
+		t.Fatalf("the capture may reach past its bound: cap %d", cap(a.buf))
+	}
+	b := &capture{max: 8, budget: &budget}
+	b.adopt([]byte("abcdef")) // 6 > the 4 left: refused
+	if len(b.buf) != 0 || !b.truncated || budget.Load() != 4 {
+		t.Fatalf("b=%q truncated %v budget %d", b.buf, b.truncated, budget.Load())
+	}
+	a.release()
+	if budget.Load() != 10 {
+		t.Fatalf("budget after release: %d", budget.Load())
+	}
+}
