@@ -36,6 +36,16 @@ const (
 	ErrDecode              ErrorKind = "decode_failure"       // payload did not parse; it was still forwarded
 )
 
+// Readiness is a model readiness answer seen on the wire.
+type Readiness uint8
+
+// Readiness values.
+const (
+	ReadyUnknown Readiness = iota
+	ReadyYes
+	ReadyNo
+)
+
 // Tensor describes one input or output tensor. Contents are never held.
 type Tensor struct {
 	Name     string
@@ -109,6 +119,11 @@ type Call struct {
 	Outputs     []Tensor // at most MaxTensors
 
 	Stages []Stage // server-reported stages
+
+	// Ready is a gRPC ModelReady call's answer, as the response said it
+	// (ReadyUnknown for other calls, or when the answer was not read). An
+	// HTTP readiness call answers with its status code instead.
+	Ready Readiness
 
 	// UpstreamAddr is the upstream host:port when a front learns it per
 	// call (ext_proc: Envoy's upstream.address attribute); empty otherwise.
