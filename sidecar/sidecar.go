@@ -25,6 +25,7 @@ import (
 	"github.com/inferwatch/inferwatch/gpu"
 	"github.com/inferwatch/inferwatch/history"
 	"github.com/inferwatch/inferwatch/metricset"
+	"github.com/inferwatch/inferwatch/modelload"
 	"github.com/inferwatch/inferwatch/proxy"
 	"github.com/inferwatch/inferwatch/record"
 	"github.com/inferwatch/inferwatch/sampling"
@@ -83,7 +84,7 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 	s.bg, s.bgCancel = context.WithCancel(context.Background())
 	s.metrics = metricset.New(metricset.Options{MaxModels: cfg.Limits.MaxModels})
 	for _, h := range []map[string]string{help, alerting.MetricHelp(), alertmanager.MetricHelp(), sampling.MetricHelp(),
-		tracing.MetricHelp(), tritonstats.MetricHelp(), gpu.MetricHelp(), bpf.MetricHelp()} {
+		tracing.MetricHelp(), tritonstats.MetricHelp(), gpu.MetricHelp(), bpf.MetricHelp(), modelload.MetricHelp()} {
 		s.metrics.AddHelp(h)
 	}
 	if err := s.newEngine(); err != nil {
@@ -97,7 +98,9 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 	}
 	// The tracer before the engine: it marks the calls whose traces it
 	// keeps (record.Call.TraceKept), which the engine's snapshots link to.
-	sinks := record.Sinks{s.metrics}
+	// The model lifecycle (loads, readiness, cold calls) after the metrics,
+	// whose model labels it shares.
+	sinks := record.Sinks{s.metrics, modelload.New(s.metrics)}
 	if s.tracer != nil {
 		sinks = append(sinks, s.tracer)
 	}
