@@ -52,6 +52,11 @@ const (
 // model is the tracker's state of one model (its model label).
 type model struct {
 	state readiness
+	// stateAt is the start of the call that changed the state last, and
+	// prevState the state before it: a load's record can arrive after the
+	// record of a call that already saw its effect.
+	stateAt   time.Time
+	prevState readiness
 	// coldSince is the end of the last load (or the observation of the
 	// not-ready → ready transition) whose cold call is still to come; zero
 	// when none is awaited.
@@ -147,14 +152,24 @@ func (t *Tracker) load(m *model, c *record.Call, name, version string) {
 		t.ms.GetOrCreateCounter(fmt.Sprintf(`inferwatch_model_load_failures_total{model=%q,op="load"}`, name)).Inc()
 		return
 	}
+	prior, armed := m.state, false
+	if m.state != stateUnknown && !m.stateAt.Before(c.Start) {
+		// The state changed in a call that began after this load did: what
+		// the load found is the state before that one, and a ready answer
+		// after a not-ready one already awaits the cold call.
+		prior = m.prevState
+		armed = m.state == stateReady && m.prevState == stateNotReady
+	}
 	kind := KindInitial
-	if m.state == stateReady {
+	if prior == stateReady {
 		kind = KindReload
 	}
 	t.ms.GetOrCreatePrometheusHistogramExt(fmt.Sprintf(`inferwatch_model_load_seconds{model=%q,version=%q,kind=%q}`, name, version, kind), t.buckets).
 		Update(c.Total().Seconds())
-	t.setState(m, name, stateReady)
-	t.awaitCold(m, name, c.Start.Add(c.End))
+	t.setState(m, name, stateReady, c.Start)
+	if !armed {
+		t.awaitCold(m, name, c.Start.Add(c.End))
+	}
 }
 
 func (t *Tracker) unload(m *model, c *record.Call, name, version string) {
@@ -164,7 +179,7 @@ func (t *Tracker) unload(m *model, c *record.Call, name, version string) {
 	}
 	t.ms.GetOrCreatePrometheusHistogramExt(fmt.Sprintf(`inferwatch_model_unload_seconds{model=%q,version=%q}`, name, version), t.buckets).
 		Update(c.Total().Seconds())
-	t.setState(m, name, stateNotReady)
+	t.setState(m, name, stateNotReady, c.Start)
 	m.coldSince, m.early = time.Time{}, m.early[:0]
 }
 
@@ -201,7 +216,7 @@ func (t *Tracker) readyAnswer(m *model, c *record.Call, name string) {
 		// another port): its first inference is cold too.
 		t.awaitCold(m, name, c.Start.Add(c.End))
 	}
-	t.setState(m, name, s)
+	t.setState(m, name, s, c.Start)
 }
 
 func (t *Tracker) inference(m *model, c *record.Call, name, version string) {
@@ -209,7 +224,7 @@ func (t *Tracker) inference(m *model, c *record.Call, name, version string) {
 		return
 	}
 	if m.state == stateUnknown {
-		t.setState(m, name, stateReady) // it served: it is loaded
+		t.setState(m, name, stateReady, c.Start) // it served: it is loaded
 	}
 	seen := inferenceSeen{start: c.Start, total: c.Total(), version: version}
 	if m.coldSince.IsZero() {
@@ -243,13 +258,17 @@ func (t *Tracker) observeCold(name string, s inferenceSeen) {
 		Update(s.total.Seconds())
 }
 
-func (t *Tracker) setState(m *model, name string, s readiness) {
-	if m.state != stateUnknown && m.state != s {
+// setState records the state a call that started at "at" saw.
+func (t *Tracker) setState(m *model, name string, s readiness, at time.Time) {
+	if m.state == s {
+		return
+	}
+	if m.state != stateUnknown {
 		to := "ready"
 		if s == stateNotReady {
 			to = "not_ready"
 		}
 		t.ms.GetOrCreateCounter(fmt.Sprintf(`inferwatch_model_ready_transitions_total{model=%q,to=%q}`, name, to)).Inc()
 	}
-	m.state = s
+	m.prevState, m.state, m.stateAt = m.state, s, at
 }

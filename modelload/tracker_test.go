@@ -104,6 +104,23 @@ func TestTracker(t *testing.T) {
 			},
 		},
 		{
+			name: "the ready answer after a load arrives before the load's record",
+			calls: []call{
+				load(0, 5), unload(10, 2),
+				{proto: record.ProtocolHTTP, method: inferapi.MethodModelReady, model: "m", code: "200", at: 60, dur: 1},
+				load(20, 30), infer(70, 6), infer(80, 1),
+			},
+			want: map[string]string{
+				`inferwatch_model_load_seconds_count{model="m",version="unknown",kind="initial"}`: "2",
+				`inferwatch_model_unload_seconds_count{model="m",version="unknown"}`:              "1",
+				`inferwatch_model_cold_request_duration_seconds_count{model="m",version="1"}`:     "1",
+				`inferwatch_model_cold_request_duration_seconds_sum{model="m",version="1"}`:       "0.006",
+				`inferwatch_model_ready{model="m"}`:                                               "1",
+				`inferwatch_model_ready_transitions_total{model="m",to="not_ready"}`:              "1",
+				`inferwatch_model_ready_transitions_total{model="m",to="ready"}`:                  "1",
+			},
+		},
+		{
 			name: "failed loads and unloads count, change nothing",
 			calls: []call{
 				{method: inferapi.MethodRepositoryLoad, model: "m", code: "NOT_FOUND", dur: 1},
