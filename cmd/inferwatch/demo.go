@@ -45,7 +45,7 @@ func runDemo(args []string, out, logw io.Writer) error {
 	var amURLs listFlag
 	fs.Var(&amURLs, "alertmanager-url", "Alertmanager base URL to send alerts to (repeatable)")
 	faults := faultFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	f, err := faults()

@@ -65,7 +65,7 @@ func runExtproc(args []string, logw io.Writer) error {
 	)
 	slas := labelFlags{}
 	fs.Var(slas, "sla", "model=duration: the model's latency SLA (repeatable), e.g. mnist-mlp=50ms")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	logger := newLogger(logw, *logLevel)

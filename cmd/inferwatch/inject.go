@@ -30,7 +30,7 @@ func runInject(args []string, logw io.Writer) error {
 	otlp := fs.String("otlp-endpoint", "", "default OTLP endpoint for injected sidecars")
 	extra := fs.String("sidecar-args", "", "extra flags given to every sidecar, space separated")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg := inject.Config{

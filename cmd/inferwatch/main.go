@@ -9,10 +9,13 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+
+	"github.com/inferwatch/inferwatch/config"
 )
 
 var version = "dev"
@@ -72,6 +75,29 @@ func main() {
 		fmt.Fprintln(os.Stderr, "inferwatch:", err)
 		os.Exit(1)
 	}
+}
+
+// envHelp ends every command's -h output.
+const envHelp = `
+Every flag can also be given as an environment variable: INFERWATCH_ and the
+flag's name in upper case with '-' as '_' (--push-interval: INFERWATCH_PUSH_INTERVAL;
+repeatable flags take comma-separated values). A flag on the command line wins
+over its variable, which wins over the YAML file (--config), which wins over the
+default.
+`
+
+// parseFlags parses a command's flags, then fills the ones not given from
+// their INFERWATCH_* variables (config.ApplyEnv).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage of inferwatch %s:\n", fs.Name())
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), envHelp)
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return config.ApplyEnv(fs, os.LookupEnv)
 }
 
 func newLogger(w io.Writer, level string) *slog.Logger {

@@ -22,6 +22,10 @@ import (
 type labelFlags map[string]string
 
 func (l labelFlags) String() string { return fmt.Sprint(map[string]string(l)) }
+
+// Repeatable marks the flag as given once per value: its INFERWATCH_*
+// variable holds them comma-separated.
+func (l labelFlags) Repeatable() {}
 func (l labelFlags) Set(v string) error {
 	k, val, ok := strings.Cut(v, "=")
 	if !ok || k == "" {
@@ -183,10 +187,14 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
+// Repeatable marks the flag as given once per value: its INFERWATCH_*
+// variable holds them comma-separated.
+func (l *listFlag) Repeatable() {}
+
 func runProxy(args []string, logw io.Writer) error {
 	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
 	build := proxyFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg, err := build()

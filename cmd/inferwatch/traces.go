@@ -13,7 +13,7 @@ func runTraces(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("traces", flag.ContinueOnError)
 	admin := fs.String("admin", "http://"+config.DefaultAdminListen, "the sidecar's admin URL")
 	limit := fs.Int("limit", 10, "how many traces, newest first")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	return tracing.FetchAndRender(*admin, out, *limit)
