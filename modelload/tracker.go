@@ -57,6 +57,9 @@ type model struct {
 	// record of a call that already saw its effect.
 	stateAt   time.Time
 	prevState readiness
+	// notReadyEnd is when the call that last showed the model not ready
+	// (an unload, a not-ready answer) ended.
+	notReadyEnd time.Time
 	// coldSince is the end of the last load (or the observation of the
 	// not-ready → ready transition) whose cold call is still to come; zero
 	// when none is awaited.
@@ -180,6 +183,7 @@ func (t *Tracker) unload(m *model, c *record.Call, name, version string) {
 	t.ms.GetOrCreatePrometheusHistogramExt(fmt.Sprintf(`inferwatch_model_unload_seconds{model=%q,version=%q}`, name, version), t.buckets).
 		Update(c.Total().Seconds())
 	t.setState(m, name, stateNotReady, c.Start)
+	m.notReadyEnd = c.Start.Add(c.End)
 	m.coldSince, m.early = time.Time{}, m.early[:0]
 }
 
@@ -217,16 +221,28 @@ func (t *Tracker) readyAnswer(m *model, c *record.Call, name string) {
 		t.awaitCold(m, name, c.Start.Add(c.End))
 	}
 	t.setState(m, name, s, c.Start)
+	if s == stateNotReady {
+		m.notReadyEnd = c.Start.Add(c.End)
+	}
 }
 
 func (t *Tracker) inference(m *model, c *record.Call, name, version string) {
 	if c.End <= 0 || c.Failed() {
 		return
 	}
-	if m.state == stateUnknown {
-		t.setState(m, name, stateReady, c.Start) // it served: it is loaded
-	}
 	seen := inferenceSeen{start: c.Start, total: c.Total(), version: version}
+	switch {
+	case m.state == stateUnknown:
+		t.setState(m, name, stateReady, c.Start) // it served: it is loaded
+	case m.state == stateNotReady && !c.Start.Before(m.notReadyEnd):
+		// Served after the model was seen unloaded or not ready: something
+		// the sidecar did not see loaded it (Triton's poll mode, a load on
+		// another port), and this is its first call.
+		t.setState(m, name, stateReady, c.Start)
+		t.observeCold(name, seen)
+		m.coldSince, m.early = time.Time{}, m.early[:0]
+		return
+	}
 	if m.coldSince.IsZero() {
 		if len(m.early) < earlyMax {
 			m.early = append(m.early, seen)

@@ -121,6 +121,18 @@ func TestTracker(t *testing.T) {
 			},
 		},
 		{
+			name:  "a load the sidecar did not see: the first call served after an unload is cold",
+			calls: []call{unload(0, 2), infer(1, 4), infer(10, 5), infer(20, 1), load(30, 10)},
+			want: map[string]string{
+				`inferwatch_model_unload_seconds_count{model="m",version="unknown"}`:             "1",
+				`inferwatch_model_cold_request_duration_seconds_count{model="m",version="1"}`:    "1",
+				`inferwatch_model_cold_request_duration_seconds_sum{model="m",version="1"}`:      "0.005",
+				`inferwatch_model_load_seconds_count{model="m",version="unknown",kind="reload"}`: "1",
+				`inferwatch_model_ready{model="m"}`:                                              "1",
+				`inferwatch_model_ready_transitions_total{model="m",to="ready"}`:                 "1",
+			},
+		},
+		{
 			name: "failed loads and unloads count, change nothing",
 			calls: []call{
 				{method: inferapi.MethodRepositoryLoad, model: "m", code: "NOT_FOUND", dur: 1},
