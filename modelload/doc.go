@@ -3,9 +3,11 @@
 // and unloading them (gRPC RepositoryModelLoad/RepositoryModelUnload, REST
 // POST /v2/repository/models/{m}/load|unload), the readiness answers clients
 // get (gRPC ModelReady, REST GET /v2/models/{m}/ready) and the first
-// inference after each load, the cold call. It is a record.Sink on the
-// sidecar's pipeline, so it sees each call once, after it finished, off the
-// data path; it makes no calls of its own.
+// inference after each load, the cold call. The Tracker is a record.Sink on
+// the sidecar's pipeline, so it sees each call once, after it finished, off
+// the data path. A Poller beside it reads the upstream's repository index
+// (Triton's RepositoryIndex, POST /v2/repository/index), so that loads and
+// unloads nobody made through the sidecar change the readiness too.
 //
 // Exported (docs/metrics.md): inferwatch_model_load_seconds{model,version,kind}
 // with kind "initial" or "reload", inferwatch_model_unload_seconds,

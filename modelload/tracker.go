@@ -3,6 +3,7 @@ package modelload
 import (
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,6 +61,9 @@ type model struct {
 	// notReadyEnd is when the call that last showed the model not ready
 	// (an unload, a not-ready answer) ended.
 	notReadyEnd time.Time
+	// controlEnd is when the last load, unload or readiness call ended: a
+	// poll that began before it may tell an older state.
+	controlEnd time.Time
 	// coldSince is the end of the last load (or the observation of the
 	// not-ready → ready transition) whose cold call is still to come; zero
 	// when none is awaited.
@@ -92,13 +96,18 @@ type Tracker struct {
 
 	mu     sync.Mutex
 	models map[string]*model // by model label
+	known  map[string]string // raw model name → label, for the Poller; at most maxKnown
 }
+
+// maxKnown bounds Tracker.known: raw names that sanitise alike share a
+// label, so there may be more names than labels, but not without end.
+const maxKnown = 4096
 
 var _ record.Sink = (*Tracker)(nil)
 
 // New returns a Tracker registering its series on set's metrics.
 func New(set *metricset.Set) *Tracker {
-	return &Tracker{set: set, ms: set.Metrics(), buckets: metricset.DurationBuckets(), models: map[string]*model{}}
+	return &Tracker{set: set, ms: set.Metrics(), buckets: metricset.DurationBuckets(), models: map[string]*model{}, known: map[string]string{}}
 }
 
 // Observe follows one finished call.
@@ -116,6 +125,14 @@ func (t *Tracker) Observe(c *record.Call) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	m := t.model(name)
+	if _, ok := t.known[c.Model]; !ok && len(t.known) < maxKnown {
+		t.known[strings.Clone(c.Model)] = name
+	}
+	if c.Method != inferapi.MethodInfer && !inferMethods[c.Method] {
+		if end := c.Start.Add(c.End); end.After(m.controlEnd) {
+			m.controlEnd = end
+		}
+	}
 	switch {
 	case c.Method == inferapi.MethodRepositoryLoad:
 		t.load(m, c, name, version)
@@ -223,6 +240,36 @@ func (t *Tracker) readyAnswer(m *model, c *record.Call, name string) {
 	t.setState(m, name, s, c.Start)
 	if s == stateNotReady {
 		m.notReadyEnd = c.Start.Add(c.End)
+	}
+}
+
+// observeIndex takes a poll of the upstream's repository index that began
+// at start and ended at end: which models are ready. Models no call has
+// named are passed over.
+func (t *Tracker) observeIndex(ready map[string]bool, start, end time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for raw, r := range ready {
+		name, ok := t.known[raw]
+		if !ok {
+			continue
+		}
+		m := t.models[name]
+		if start.Before(m.controlEnd) {
+			continue // a call said more recently
+		}
+		if !r {
+			if m.state != stateNotReady {
+				t.setState(m, name, stateNotReady, start)
+				m.notReadyEnd = end
+				m.coldSince, m.early = time.Time{}, m.early[:0]
+			}
+			continue
+		}
+		if m.state == stateNotReady {
+			t.awaitCold(m, name, end)
+		}
+		t.setState(m, name, stateReady, start)
 	}
 }
 

@@ -37,8 +37,8 @@ func TestModelLoadMetrics(t *testing.T) {
 }
 
 func testModelLoadMetrics(t *testing.T, plane string) {
-	grpcUp, httpUp := startModelServer(t)
-	sc := startSidecar(t, plane, grpcUp, httpUp)
+	_, grpcUp, httpUp := startModelServer(t)
+	sc := startSidecar(t, plane, grpcUp, httpUp, 0)
 	grpcAddr, httpBase := sc.RouteAddrs()[0].String(), "http://"+sc.RouteAddrs()[1].String()
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -151,9 +151,61 @@ func testModelLoadMetrics(t *testing.T, plane string) {
 		got[`inferwatch_model_load_seconds_sum{model="mnist-mlp",version="unknown",kind="reload"}`])
 }
 
-func startModelServer(t *testing.T) (grpcAddr, httpAddr string) {
+// TestModelReadinessPolled: with the upstream polled, a model unloaded and
+// loaded on the server's side (not through the sidecar) shows in
+// inferwatch_model_ready, and the first call after the load is cold.
+func TestModelReadinessPolled(t *testing.T) {
+	s, grpcUp, httpUp := startModelServer(t)
+	sc := startSidecar(t, config.DataPlaneStdlib, grpcUp, httpUp, 20*time.Millisecond)
+	metricsURL := "http://" + sc.AdminAddr().String() + "/metrics"
+	infer := func() {
+		t.Helper()
+		body := `{"inputs":[{"name":"input","datatype":"FP32","shape":[1,784],"data":[` + strings.Repeat("0,", model.InputSize-1) + `0]}]}`
+		if err := httpPost("http://"+sc.RouteAddrs()[1].String()+"/v2/models/mnist-mlp/infer", body, 200); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// waitFor polls /metrics until series has value v.
+	waitFor := func(series string, v float64) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			got := scrapeModelMetrics(t, metricsURL)
+			if got[series] == v {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s = %v, want %v", series, got[series], v)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	infer() // names the model: from now on it is followed
+	waitFor(`inferwatch_model_ready{model="mnist-mlp"}`, 1)
+	if err := s.Unload("mnist-mlp"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(`inferwatch_model_ready{model="mnist-mlp"}`, 0)
+	if err := s.Load("mnist-mlp"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(`inferwatch_model_ready{model="mnist-mlp"}`, 1)
+	infer()
+	waitFor(`inferwatch_model_cold_request_duration_seconds_count{model="mnist-mlp",version="1"}`, 1)
+	got := scrapeModelMetrics(t, metricsURL)
+	for series, v := range map[string]float64{
+		`inferwatch_model_ready_transitions_total{model="mnist-mlp",to="not_ready"}`: 1,
+		`inferwatch_model_ready_transitions_total{model="mnist-mlp",to="ready"}`:     1,
+	} {
+		if got[series] != v {
+			t.Errorf("%s = %v, want %v", series, got[series], v)
+		}
+	}
+}
+
+func startModelServer(t *testing.T) (s *modelserver.Server, grpcAddr, httpAddr string) {
 	t.Helper()
-	s := modelserver.New(modelserver.Options{Seed: 1})
+	s = modelserver.New(modelserver.Options{Seed: 1})
 	t.Cleanup(s.Close)
 	gl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -170,17 +222,21 @@ func startModelServer(t *testing.T) (grpcAddr, httpAddr string) {
 	hs := &http.Server{Handler: s.HTTPHandler(), ReadHeaderTimeout: 5 * time.Second}
 	go hs.Serve(hl)
 	t.Cleanup(func() { hs.Close() })
-	return gl.Addr().String(), hl.Addr().String()
+	return s, gl.Addr().String(), hl.Addr().String()
 }
 
-func startSidecar(t *testing.T, plane, grpcUp, httpUp string) *sidecar.Sidecar {
+// startSidecar puts a sidecar with a gRPC and an HTTP route in front of the
+// model server; poll > 0 polls the gRPC upstream (statistics and the
+// repository index) at that interval.
+func startSidecar(t *testing.T, plane, grpcUp, httpUp string, poll time.Duration) *sidecar.Sidecar {
 	t.Helper()
 	cfg := config.Default()
 	cfg.AdminListen = "127.0.0.1:0"
 	cfg.DataPlane = plane
-	no := false
+	no, polled := false, poll > 0
 	cfg.Routes = []config.Route{
-		{Name: "grpc", Protocol: "grpc", Listen: "127.0.0.1:0", Upstream: grpcUp, MaxMessageBytes: config.DefaultMaxMessageBytes, Readiness: "none", TritonStats: config.TritonStats{Enabled: &no}},
+		{Name: "grpc", Protocol: "grpc", Listen: "127.0.0.1:0", Upstream: grpcUp, MaxMessageBytes: config.DefaultMaxMessageBytes, Readiness: "none",
+			TritonStats: config.TritonStats{Enabled: &polled, Interval: config.Duration(poll)}},
 		{Name: "http", Protocol: "http", Listen: "127.0.0.1:0", Upstream: httpUp, MaxMessageBytes: config.DefaultMaxMessageBytes, Readiness: "none", TritonStats: config.TritonStats{Enabled: &no}},
 	}
 	cfg.Host.GPUDisabled, cfg.Host.BPFDisabled = true, true

@@ -61,6 +61,9 @@ type Sidecar struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	serveErr chan error
+
+	models       *modelload.Tracker  // loads, readiness, cold calls: a pipeline sink
+	modelPollers []*modelload.Poller // the upstreams' repository index (modelpoll.go)
 }
 
 // help is the # HELP text of the families the assembly registers itself.
@@ -100,7 +103,8 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 	// keeps (record.Call.TraceKept), which the engine's snapshots link to.
 	// The model lifecycle (loads, readiness, cold calls) after the metrics,
 	// whose model labels it shares.
-	sinks := record.Sinks{s.metrics, modelload.New(s.metrics)}
+	s.models = modelload.New(s.metrics)
+	sinks := record.Sinks{s.metrics, s.models}
 	if s.tracer != nil {
 		sinks = append(sinks, s.tracer)
 	}
@@ -122,6 +126,10 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 		if poller != nil {
 			s.pollers = append(s.pollers, poller)
 		}
+	}
+	if err := s.newModelPollers(poll); err != nil {
+		s.bgCancel()
+		return nil, err
 	}
 	s.readiness = proxy.NewReadiness(probes...)
 	for i, r := range cfg.Routes {
@@ -504,6 +512,7 @@ func (s *Sidecar) Start(ctx context.Context) error {
 			p.Run(ctx)
 		}()
 	}
+	s.runModelPollers(ctx)
 	go func() { s.serveErr <- s.server.Serve() }()
 	for i, a := range s.server.Addrs() {
 		plane := config.DataPlaneStdlib
@@ -581,6 +590,7 @@ func (s *Sidecar) Shutdown(ctx context.Context) error {
 	for _, p := range s.pollers {
 		p.Close()
 	}
+	s.closeModelPollers()
 	s.stopHost()
 	for _, n := range s.notifiers {
 		n.Close() // flushes what it can within its own timeout
