@@ -25,10 +25,10 @@ const (
 	MethodChatCompletions = "chat_completions"
 	MethodEmbeddings      = "embeddings"
 	MethodHealth          = "health"
-	// Triton's model repository extension.
-	MethodRepositoryIndex  = "repository_index"
-	MethodRepositoryLoad   = "repository_load"
-	MethodRepositoryUnload = "repository_unload"
+	// Triton's model repository extension (record.Call.Control).
+	MethodRepositoryIndex  = record.MethodRepositoryIndex
+	MethodRepositoryLoad   = record.MethodRepositoryLoad
+	MethodRepositoryUnload = record.MethodRepositoryUnload
 	MethodUnknown          = "unknown"
 )
 

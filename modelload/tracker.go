@@ -128,7 +128,7 @@ func (t *Tracker) Observe(c *record.Call) {
 	if _, ok := t.known[c.Model]; !ok && len(t.known) < maxKnown {
 		t.known[strings.Clone(c.Model)] = name
 	}
-	if c.Method != inferapi.MethodInfer && !inferMethods[c.Method] {
+	if !inferMethods[c.Method] { // a load, an unload or a readiness call
 		if end := c.Start.Add(c.End); end.After(m.controlEnd) {
 			m.controlEnd = end
 		}

@@ -237,6 +237,27 @@ func (c *Call) AddOutput(t Tensor) {
 	}
 }
 
+// Methods of Triton's model repository extension (inferapi's Method values
+// for them): calls that load, unload or list models rather than run one.
+const (
+	MethodRepositoryIndex  = "repository_index"
+	MethodRepositoryLoad   = "repository_load"
+	MethodRepositoryUnload = "repository_unload"
+)
+
+// Control reports whether the call loads, unloads or lists models rather
+// than running one. Its Model is the model it loads or unloads, and its
+// duration is that model's load time (modelload), not its latency: the
+// per-model latency sinks (call metrics, window statistics) keep it out of
+// the model's series.
+func (c *Call) Control() bool {
+	switch c.Method {
+	case MethodRepositoryIndex, MethodRepositoryLoad, MethodRepositoryUnload:
+		return true
+	}
+	return false
+}
+
 // Failed reports whether the call ended in an error of either side.
 func (c *Call) Failed() bool {
 	if c.ErrorKind != ErrNone && c.ErrorKind != ErrDecode {
