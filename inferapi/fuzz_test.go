@@ -133,7 +133,7 @@ func scanChunked(kind MessageKind, limit int64, data, sizes []byte) scanResult {
 		panic(err)
 	}
 	res := scanResult{Err: err != nil, Messages: s.Messages(), Bytes: s.Bytes(), Malformed: s.Malformed(), Compressed: s.Compressed(), Captured: s.Captured()}
-	if kind == KindInferRequest {
+	if kind == KindInferRequest || kind == KindModelRequest || kind == KindRepositoryRequest {
 		s.FillRequest(&res.Call)
 	} else {
 		s.FillResponse(&res.Call)
@@ -162,7 +162,7 @@ func FuzzGRPCScanner(f *testing.F) {
 		// chunked scan sees exactly what a single Feed sees.
 		limit := int64(len(data) / 2)
 		for _, in := range [][]byte{data, frame(false, data)} {
-			for kind := KindOther; kind <= KindStreamInferResponse; kind++ {
+			for kind := KindOther; kind <= KindModelReadyResponse; kind++ {
 				for _, lim := range []int64{0, limit} {
 					whole := scanChunked(kind, lim, in, nil)
 					chunked := scanChunked(kind, lim, in, sizes)
@@ -179,6 +179,9 @@ func FuzzGRPCScanner(f *testing.F) {
 			KindInferRequest:        &inference.ModelInferRequest{},
 			KindInferResponse:       &inference.ModelInferResponse{},
 			KindStreamInferResponse: &inference.ModelStreamInferResponse{},
+			KindModelRequest:        &inference.ModelReadyRequest{},
+			KindRepositoryRequest:   &inference.RepositoryModelLoadRequest{},
+			KindModelReadyResponse:  &inference.ModelReadyResponse{},
 		} {
 			if proto.Unmarshal(data, m) == nil && scanChunked(kind, 0, frame(false, data), sizes).Malformed {
 				t.Fatalf("kind %d: proto.Unmarshal accepts the body, the scanner calls it malformed", kind)

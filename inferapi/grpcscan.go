@@ -30,10 +30,13 @@ const (
 type msgType uint8
 
 const (
-	mRequest  msgType = iota // ModelInferRequest
-	mResponse                // ModelInferResponse
-	mStream                  // ModelStreamInferResponse
-	mTensor                  // InferInputTensor or InferOutputTensor: same fields
+	mRequest    msgType = iota // ModelInferRequest
+	mResponse                  // ModelInferResponse
+	mStream                    // ModelStreamInferResponse
+	mTensor                    // InferInputTensor or InferOutputTensor: same fields
+	mModel                     // ModelReadyRequest, ModelMetadataRequest, ModelStatisticsRequest
+	mRepository                // RepositoryModelLoadRequest or RepositoryModelUnloadRequest
+	mReady                     // ModelReadyResponse
 )
 
 // scanState is what the bytes at the scan position are.
@@ -126,6 +129,7 @@ type GRPCScanner struct {
 	ntensors int // tensors seen, kept or not
 	raw      [record.MaxTensors]int64
 	nraw     int // raw contents seen
+	ready    record.Readiness
 
 	// Heads: the first bytes of every message, for a per-message callback.
 	headMax int
@@ -267,6 +271,13 @@ func (s *GRPCScanner) begin() error {
 	top := mRequest
 	switch s.kind {
 	case KindInferRequest:
+	case KindModelRequest:
+		top = mModel
+	case KindRepositoryRequest:
+		top = mRepository
+	case KindModelReadyResponse:
+		top = mReady
+		s.ready = record.ReadyNo // proto3: an absent bool is false
 	case KindInferResponse:
 		top = mResponse
 	case KindStreamInferResponse:
@@ -432,6 +443,12 @@ func (s *GRPCScanner) onVarint(v uint64) bool {
 		if s.groups == 0 && s.levels[s.depth-1].typ == mTensor && s.field == 3 {
 			s.dim(int64(v)) // an unpacked shape dimension
 		}
+		if s.groups == 0 && s.levels[s.depth-1].typ == mReady && s.field == 1 {
+			s.ready = record.ReadyNo
+			if v != 0 {
+				s.ready = record.ReadyYes
+			}
+		}
 		s.state = sTag
 	case sLength:
 		if v > uint64(s.levels[s.depth-1].end-s.pos) {
@@ -456,10 +473,12 @@ func (s *GRPCScanner) lengthDelimited(n int64) {
 	switch typ := s.levels[s.depth-1].typ; {
 	case typ == mStream && s.field == 2:
 		s.push(mResponse, n)
-	case (typ == mRequest || typ == mResponse) && s.field == 1:
+	case (typ == mRequest || typ == mResponse || typ == mModel) && s.field == 1:
 		s.startString(fieldModel)
-	case (typ == mRequest || typ == mResponse) && s.field == 2:
+	case (typ == mRequest || typ == mResponse || typ == mModel) && s.field == 2:
 		s.startString(fieldVersion)
+	case typ == mRepository && s.field == 2:
+		s.startString(fieldModel)
 	case (typ == mRequest || typ == mResponse) && s.field == 5:
 		s.ntensors++
 		if s.ntensors <= record.MaxTensors {
@@ -563,11 +582,15 @@ func (s *GRPCScanner) FillRequest(c *record.Call) {
 
 // FillResponse records what the response stream said: the message count, the
 // first message's outputs and, when the call has none yet, its model and
-// version. A malformed response also marks the call. Call it once per call.
+// version; for a ModelReady answer, the readiness. A malformed response also
+// marks the call. Call it once per call.
 func (s *GRPCScanner) FillResponse(c *record.Call) {
 	c.ResponseMessages = s.messages
 	if s.malformed {
 		c.DecodeFail = true
+	}
+	if s.messages > 0 && !s.malformed && !s.compressed {
+		c.Ready = s.ready
 	}
 	if c.Model == "" && s.model.n > 0 {
 		c.Model = s.value(s.model)

@@ -60,7 +60,7 @@ func fill(kind MessageKind, data []byte, chunk int) (record.Call, *GRPCScanner, 
 	s.Reset(kind, 0)
 	err := feed(&s, data, chunk)
 	var c record.Call
-	if kind == KindInferRequest {
+	if kind == KindInferRequest || kind == KindModelRequest || kind == KindRepositoryRequest {
 		s.FillRequest(&c)
 	} else {
 		s.FillResponse(&c)
@@ -578,5 +578,47 @@ func BenchmarkGRPCScanner(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestGRPCScannerControlMessages reads the model out of the non-inference
+// requests that name one (readiness, metadata, statistics, Triton's
+// repository load/unload) and the answer out of ModelReady responses.
+func TestGRPCScannerControlMessages(t *testing.T) {
+	params := map[string]*inference.ModelRepositoryParameter{
+		"config": {ParameterChoice: &inference.ModelRepositoryParameter_StringParam{StringParam: `{"max_batch_size":8}`}},
+	}
+	tests := []struct {
+		name string
+		kind MessageKind
+		data []byte
+		want record.Call
+	}{
+		{"model ready request", KindModelRequest, frame(false, marshal(t, &inference.ModelReadyRequest{Name: "resnet", Version: "2"})),
+			record.Call{Model: "resnet", Version: "2", RequestMessages: 1}},
+		{"statistics request without a version", KindModelRequest, frame(false, marshal(t, &inference.ModelStatisticsRequest{Name: "bert"})),
+			record.Call{Model: "bert", RequestMessages: 1}},
+		{"repository load", KindRepositoryRequest, frame(false, marshal(t, &inference.RepositoryModelLoadRequest{RepositoryName: "repo", ModelName: "resnet", Parameters: params})),
+			record.Call{Model: "resnet", RequestMessages: 1}},
+		{"repository unload without a repository", KindRepositoryRequest, frame(false, marshal(t, &inference.RepositoryModelUnloadRequest{ModelName: "bert"})),
+			record.Call{Model: "bert", RequestMessages: 1}},
+		{"ready", KindModelReadyResponse, frame(false, marshal(t, &inference.ModelReadyResponse{Ready: true})),
+			record.Call{Ready: record.ReadyYes, ResponseMessages: 1}},
+		{"not ready (an empty message in proto3)", KindModelReadyResponse, frame(false, marshal(t, &inference.ModelReadyResponse{Ready: false})),
+			record.Call{Ready: record.ReadyNo, ResponseMessages: 1}},
+		{"no answer", KindModelReadyResponse, nil, record.Call{}},
+		{"compressed answer is not read", KindModelReadyResponse, frame(true, marshal(t, &inference.ModelReadyResponse{Ready: true})),
+			record.Call{ResponseMessages: 1}},
+	}
+	for _, tt := range tests {
+		for _, chunk := range []int{0, 1, 3} {
+			c, s, err := fill(tt.kind, tt.data, chunk)
+			if err != nil {
+				t.Fatalf("%s: %v", tt.name, err)
+			}
+			if s.Malformed() || !reflect.DeepEqual(c, tt.want) {
+				t.Errorf("%s (chunk %d): got %+v (malformed %v), want %+v", tt.name, chunk, c, s.Malformed(), tt.want)
+			}
+		}
 	}
 }

@@ -10,4 +10,7 @@ const (
 	KindInferRequest                           // ModelInferRequest
 	KindInferResponse                          // ModelInferResponse
 	KindStreamInferResponse                    // ModelStreamInferResponse wrapping a ModelInferResponse
+	KindModelRequest                           // ModelReadyRequest, ModelMetadataRequest, ModelStatisticsRequest: name = 1, version = 2
+	KindRepositoryRequest                      // RepositoryModelLoadRequest, RepositoryModelUnloadRequest: model_name = 2
+	KindModelReadyResponse                     // ModelReadyResponse: ready = 1
 )

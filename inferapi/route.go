@@ -25,7 +25,11 @@ const (
 	MethodChatCompletions = "chat_completions"
 	MethodEmbeddings      = "embeddings"
 	MethodHealth          = "health"
-	MethodUnknown         = "unknown"
+	// Triton's model repository extension (record.Call.Control).
+	MethodRepositoryIndex  = record.MethodRepositoryIndex
+	MethodRepositoryLoad   = record.MethodRepositoryLoad
+	MethodRepositoryUnload = record.MethodRepositoryUnload
+	MethodUnknown          = "unknown"
 )
 
 // Route is what the request line alone tells about a call.
@@ -48,9 +52,10 @@ var unknownRoute = Route{API: record.APIUnknown, Method: MethodUnknown}
 const grpcService = "inference.GRPCInferenceService"
 
 // GRPCRoute recognises a gRPC full method name such as
-// "/inference.GRPCInferenceService/ModelInfer". Other methods of the KServe
-// service (Triton's repository and trace extensions) are kserve_v2 with
-// method "unknown"; any other service is unknown.
+// "/inference.GRPCInferenceService/ModelInfer". Triton's repository
+// extension is recognised too (the model is in the request body); other
+// methods of the KServe service (Triton's trace and logging extensions) are
+// kserve_v2 with method "unknown"; any other service is unknown.
 func GRPCRoute(fullMethod string) Route {
 	service, method, ok := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/")
 	if !ok || service != grpcService {
@@ -65,9 +70,9 @@ func GRPCRoute(fullMethod string) Route {
 		r.Method, r.Infer = MethodStreamInfer, true
 		r.Message, r.Reply = KindInferRequest, KindStreamInferResponse
 	case "ModelMetadata":
-		r.Method = MethodModelMetadata
+		r.Method, r.Message = MethodModelMetadata, KindModelRequest
 	case "ModelReady":
-		r.Method = MethodModelReady
+		r.Method, r.Message, r.Reply = MethodModelReady, KindModelRequest, KindModelReadyResponse
 	case "ServerLive":
 		r.Method = MethodServerLive
 	case "ServerReady":
@@ -75,7 +80,13 @@ func GRPCRoute(fullMethod string) Route {
 	case "ServerMetadata":
 		r.Method = MethodServerMetadata
 	case "ModelStatistics":
-		r.Method = MethodStatistics
+		r.Method, r.Message = MethodStatistics, KindModelRequest
+	case "RepositoryIndex":
+		r.Method = MethodRepositoryIndex
+	case "RepositoryModelLoad":
+		r.Method, r.Message = MethodRepositoryLoad, KindRepositoryRequest
+	case "RepositoryModelUnload":
+		r.Method, r.Message = MethodRepositoryUnload, KindRepositoryRequest
 	}
 	return r
 }
@@ -130,6 +141,8 @@ func kserveV2Route(method string, segs []string) Route {
 			return r
 		}
 		return unknownRoute
+	case segs[0] == "repository":
+		return repositoryRoute(method, segs[1:])
 	case segs[0] != "models" || len(segs) < 2:
 		return unknownRoute
 	}
@@ -157,6 +170,27 @@ func kserveV2Route(method string, segs []string) Route {
 		r.Method = MethodModelReady
 	case segs[0] == "stats":
 		r.Method = MethodStatistics
+	default:
+		return unknownRoute
+	}
+	return r
+}
+
+// repositoryRoute reads the segments after /v2/repository: Triton's model
+// repository extension, POST /v2/repository/index and POST
+// /v2/repository/models/{m}/load|unload.
+func repositoryRoute(method string, segs []string) Route {
+	if method != "POST" {
+		return unknownRoute
+	}
+	r := Route{API: record.APIKServeV2}
+	switch {
+	case len(segs) == 1 && segs[0] == "index":
+		r.Method = MethodRepositoryIndex
+	case len(segs) == 3 && segs[0] == "models" && segs[1] != "" && segs[2] == "load":
+		r.Method, r.Model = MethodRepositoryLoad, unescape(segs[1])
+	case len(segs) == 3 && segs[0] == "models" && segs[1] != "" && segs[2] == "unload":
+		r.Method, r.Model = MethodRepositoryUnload, unescape(segs[1])
 	default:
 		return unknownRoute
 	}

@@ -195,7 +195,11 @@ func statusOp(pod *corev1.Pod, v string) PatchOp {
 	return PatchOp{Op: "add", Path: "/metadata/annotations/" + escape(AnnStatus), Value: v}
 }
 
-func escape(s string) string { return strings.NewReplacer("~", "~0", "/", "~1").Replace(s) }
+func escape(s string) string { return pointerEscaper.Replace(s) }
+
+// pointerEscaper escapes a JSON Pointer reference token (RFC 6901). Built
+// once: a Replacer built per call cost about 5% of a review.
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
 // serverKind says how to move a server's ports.
 type serverKind int

@@ -15,6 +15,7 @@ import (
 	"github.com/inferwatch/inferwatch/alerting"
 	"github.com/inferwatch/inferwatch/internal/callcap"
 	"github.com/inferwatch/inferwatch/metricset"
+	"github.com/inferwatch/inferwatch/modelload"
 	"github.com/inferwatch/inferwatch/record"
 	"github.com/inferwatch/inferwatch/sampling"
 	"github.com/inferwatch/inferwatch/tracing"
@@ -87,7 +88,7 @@ func New(o Options) (*Recorder, error) {
 	}
 	r := &Recorder{o: o, budget: callcap.NewBudget(o.CaptureBudget)}
 	r.metrics = metricset.New(metricset.Options{MaxModels: o.MaxModels})
-	for _, h := range []map[string]string{alerting.MetricHelp(), sampling.MetricHelp(), tracing.MetricHelp()} {
+	for _, h := range []map[string]string{alerting.MetricHelp(), sampling.MetricHelp(), tracing.MetricHelp(), modelload.MetricHelp()} {
 		r.metrics.AddHelp(h)
 	}
 	eng, err := alerting.NewEngine(alerting.Options{
@@ -100,7 +101,7 @@ func New(o Options) (*Recorder, error) {
 		return nil, fmt.Errorf("interceptors: alert engine: %w", err)
 	}
 	r.engine = eng
-	sinks := record.Sinks{r.metrics}
+	sinks := record.Sinks{r.metrics, modelload.New(r.metrics)} // model loads and cold calls (seen by ext_proc)
 	if !o.NoTracing {
 		smp, err := sampling.New(sampling.Config{TargetPerSecond: o.TraceTargetPerSecond, Metrics: r.metrics.Metrics()})
 		if err != nil {

@@ -61,7 +61,14 @@ func (s *Set) Observe(c *record.Call) {
 func (s *Set) resolve(c *record.Call, h *handles, create bool) bool {
 	proto, ok1 := s.protocols.get(c.Protocol, create)
 	api, ok2 := s.apis.get(c.API, create)
-	mv, ok3 := s.models.get(modelVersion{c.Model, c.Version}, create)
+	model, version := c.Model, c.Version
+	if c.Control() {
+		// A load's seconds are the model's load time (modelload), not its
+		// latency: counted as before the repository extension was
+		// recognised, under model "unknown".
+		model, version = "", ""
+	}
+	mv, ok3 := s.models.get(modelVersion{model, version}, create)
 	method, ok4 := s.methods.get(c.Method, create)
 	code, ok5 := s.codes.get(c.Code, create)
 	if !(ok1 && ok2 && ok3 && ok4 && ok5) {

@@ -366,3 +366,32 @@ func TestObserveConcurrently(t *testing.T) {
 		t.Errorf("%d request series, want 6 (5 model pairs and other)", got)
 	}
 }
+
+// TestControlCallsKeepOutOfModelLatency: a repository load names its model
+// but is counted under model "unknown", so the model's latency series never
+// hold a load's seconds (modelload has them).
+func TestControlCallsKeepOutOfModelLatency(t *testing.T) {
+	s := New(Options{})
+	s.Observe(grpcCall("resnet", "1", "OK", 3*ms))
+	for _, method := range []string{record.MethodRepositoryLoad, record.MethodRepositoryUnload} {
+		c := grpcCall("resnet", "", "OK", 2*time.Second)
+		c.Method = method
+		s.Observe(c)
+	}
+	e := scrape(t, s)
+	for _, v := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"inferwatch_request_duration_seconds_count", base("resnet", "1"), 1},
+		{"inferwatch_request_duration_seconds_sum", base("resnet", "1"), 0.003},
+		{"inferwatch_request_duration_seconds_count", base("unknown", "unknown"), 2},
+		{"inferwatch_requests_total", with(base("unknown", "unknown"), "method", record.MethodRepositoryLoad, "code", "OK"), 1},
+		{"inferwatch_requests_total", with(base("unknown", "unknown"), "method", record.MethodRepositoryUnload, "code", "OK"), 1},
+	} {
+		if got := e.value(v.name, v.labels); math.Abs(got-v.want) > 1e-9 {
+			t.Errorf("%s%v = %v, want %v", v.name, v.labels, got, v.want)
+		}
+	}
+}

@@ -90,3 +90,24 @@ func (s *Set) Metrics() *metrics.Set { return s.set }
 
 // RecordDropped counts a call record the pipeline dropped.
 func (s *Set) RecordDropped() { s.dropped.Inc() }
+
+// ModelLabels returns the label values of a (model, version) pair as the
+// call metrics have them: sanitised, and folded into other/other beyond
+// Options.MaxModels. Other packages that label series by model use it, so
+// one model has one label value everywhere and shares one cap.
+func (s *Set) ModelLabels(model, version string) (string, string) {
+	s.mu.RLock()
+	mv, ok := s.models.get(modelVersion{model, version}, false)
+	s.mu.RUnlock()
+	if !ok {
+		s.mu.Lock()
+		mv, _ = s.models.get(modelVersion{model, version}, true)
+		s.mu.Unlock()
+	}
+	return mv.model, mv.version
+}
+
+// DurationBuckets returns the bucket bounds of the call duration histograms,
+// for other packages' duration histograms: one set of bounds aggregates
+// across families and pods.
+func DurationBuckets() []float64 { return append([]float64(nil), durationBuckets...) }

@@ -36,6 +36,16 @@ const (
 	ErrDecode              ErrorKind = "decode_failure"       // payload did not parse; it was still forwarded
 )
 
+// Readiness is a model readiness answer seen on the wire.
+type Readiness uint8
+
+// Readiness values.
+const (
+	ReadyUnknown Readiness = iota
+	ReadyYes
+	ReadyNo
+)
+
 // Tensor describes one input or output tensor. Contents are never held.
 type Tensor struct {
 	Name     string
@@ -109,6 +119,11 @@ type Call struct {
 	Outputs     []Tensor // at most MaxTensors
 
 	Stages []Stage // server-reported stages
+
+	// Ready is a gRPC ModelReady call's answer, as the response said it
+	// (ReadyUnknown for other calls, or when the answer was not read). An
+	// HTTP readiness call answers with its status code instead.
+	Ready Readiness
 
 	// UpstreamAddr is the upstream host:port when a front learns it per
 	// call (ext_proc: Envoy's upstream.address attribute); empty otherwise.
@@ -236,6 +251,27 @@ func (c *Call) AddOutput(t Tensor) {
 	if len(c.Outputs) < MaxTensors {
 		c.Outputs = append(c.Outputs, t)
 	}
+}
+
+// Methods of Triton's model repository extension (inferapi's Method values
+// for them): calls that load, unload or list models rather than run one.
+const (
+	MethodRepositoryIndex  = "repository_index"
+	MethodRepositoryLoad   = "repository_load"
+	MethodRepositoryUnload = "repository_unload"
+)
+
+// Control reports whether the call loads, unloads or lists models rather
+// than running one. Its Model is the model it loads or unloads, and its
+// duration is that model's load time (modelload), not its latency: the
+// per-model latency sinks (call metrics, window statistics) keep it out of
+// the model's series.
+func (c *Call) Control() bool {
+	switch c.Method {
+	case MethodRepositoryIndex, MethodRepositoryLoad, MethodRepositoryUnload:
+		return true
+	}
+	return false
 }
 
 // Failed reports whether the call ended in an error of either side.

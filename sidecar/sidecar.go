@@ -25,6 +25,7 @@ import (
 	"github.com/inferwatch/inferwatch/gpu"
 	"github.com/inferwatch/inferwatch/history"
 	"github.com/inferwatch/inferwatch/metricset"
+	"github.com/inferwatch/inferwatch/modelload"
 	"github.com/inferwatch/inferwatch/proxy"
 	"github.com/inferwatch/inferwatch/record"
 	"github.com/inferwatch/inferwatch/sampling"
@@ -60,6 +61,9 @@ type Sidecar struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	serveErr chan error
+
+	models       *modelload.Tracker  // loads, readiness, cold calls: a pipeline sink
+	modelPollers []*modelload.Poller // the upstreams' repository index (modelpoll.go)
 }
 
 // help is the # HELP text of the families the assembly registers itself.
@@ -84,7 +88,7 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 	s.bg, s.bgCancel = context.WithCancel(context.Background())
 	s.metrics = metricset.New(metricset.Options{MaxModels: cfg.Limits.MaxModels})
 	for _, h := range []map[string]string{help, alerting.MetricHelp(), alertmanager.MetricHelp(), sampling.MetricHelp(),
-		tracing.MetricHelp(), tritonstats.MetricHelp(), gpu.MetricHelp(), bpf.MetricHelp()} {
+		tracing.MetricHelp(), tritonstats.MetricHelp(), gpu.MetricHelp(), bpf.MetricHelp(), modelload.MetricHelp()} {
 		s.metrics.AddHelp(h)
 	}
 	if err := s.newEngine(); err != nil {
@@ -98,7 +102,10 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 	}
 	// The tracer before the engine: it marks the calls whose traces it
 	// keeps (record.Call.TraceKept), which the engine's snapshots link to.
-	sinks := record.Sinks{s.metrics}
+	// The model lifecycle (loads, readiness, cold calls) after the metrics,
+	// whose model labels it shares.
+	s.models = modelload.New(s.metrics)
+	sinks := record.Sinks{s.metrics, s.models}
 	if s.tracer != nil {
 		sinks = append(sinks, s.tracer)
 	}
@@ -120,6 +127,10 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 		if poller != nil {
 			s.pollers = append(s.pollers, poller)
 		}
+	}
+	if err := s.newModelPollers(poll); err != nil {
+		s.bgCancel()
+		return nil, err
 	}
 	s.readiness = proxy.NewReadiness(probes...)
 	for i, r := range cfg.Routes {
@@ -506,6 +517,7 @@ func (s *Sidecar) Start(ctx context.Context) error {
 			p.Run(ctx)
 		}()
 	}
+	s.runModelPollers(ctx)
 	go func() { s.serveErr <- s.server.Serve() }()
 	for i, a := range s.server.Addrs() {
 		plane := config.DataPlaneStdlib
@@ -583,6 +595,7 @@ func (s *Sidecar) Shutdown(ctx context.Context) error {
 	for _, p := range s.pollers {
 		p.Close()
 	}
+	s.closeModelPollers()
 	s.stopHost()
 	for _, n := range s.notifiers {
 		n.Close() // flushes what it can within its own timeout

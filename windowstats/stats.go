@@ -344,9 +344,10 @@ func (s *Stats) History() int { return s.o.History }
 // Observe adds a finished call to its model's open window. The call's end
 // (Start+End) is its time: when it is past the open window's end, the window
 // closes first (a record that arrives late lands in the open window). Calls
-// that never completed (End == 0) are not latencies and are skipped.
+// that never completed (End == 0) are not latencies and are skipped, and so
+// are control calls (record.Call.Control: a model load is not a latency).
 func (s *Stats) Observe(c *record.Call) {
-	if c.End <= 0 {
+	if c.End <= 0 || c.Control() {
 		return
 	}
 	t := c.Start.Add(c.End)

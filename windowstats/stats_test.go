@@ -420,3 +420,18 @@ func TestOptionsValidation(t *testing.T) {
 		t.Errorf("view of %d windows of %v", s.k, s.Window())
 	}
 }
+
+// TestControlCallsAreNotLatency: a model load through the repository API
+// names the model but is not one of its calls.
+func TestControlCallsAreNotLatency(t *testing.T) {
+	s := mustNew(t, Options{})
+	s.Observe(endingAt("m", t0.Add(time.Second), 10*time.Millisecond))
+	for _, method := range []string{record.MethodRepositoryLoad, record.MethodRepositoryUnload, record.MethodRepositoryIndex} {
+		c := endingAt("m", t0.Add(2*time.Second), 5*time.Second)
+		c.Method = method
+		s.Observe(c)
+	}
+	if v := only(t, s); v.Current.Count != 1 {
+		t.Fatalf("window holds %d calls, want the one inference", v.Current.Count)
+	}
+}

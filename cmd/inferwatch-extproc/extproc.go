@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/inferwatch/inferwatch/internal/cmdline"
+
 	"google.golang.org/grpc"
 
 	"github.com/inferwatch/inferwatch/alerting"
@@ -63,12 +65,12 @@ func runExtproc(args []string, logw io.Writer) error {
 		noTracing   = fs.Bool("no-tracing", false, "no spans")
 		logLevel    = fs.String("log-level", "info", "debug, info, warn or error")
 	)
-	slas := labelFlags{}
+	slas := cmdline.Labels{}
 	fs.Var(slas, "sla", "model=duration: the model's latency SLA (repeatable), e.g. mnist-mlp=50ms")
-	if err := fs.Parse(args); err != nil {
+	if err := cmdline.Parse(fs, args); err != nil {
 		return err
 	}
-	logger := newLogger(logw, *logLevel)
+	logger := cmdline.Logger(logw, *logLevel)
 	rules := alerting.Config{}
 	for model, v := range slas {
 		d, err := time.ParseDuration(v)

@@ -7,10 +7,7 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
-	"strings"
 )
 
 func main() {
@@ -18,23 +15,4 @@ func main() {
 		fmt.Fprintln(os.Stderr, "inferwatch extproc:", err)
 		os.Exit(1)
 	}
-}
-
-func newLogger(w io.Writer, level string) *slog.Logger {
-	var l slog.Level
-	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
-}
-
-// labelFlags collects a repeated name=value flag.
-type labelFlags map[string]string
-
-func (l labelFlags) String() string { return fmt.Sprint(map[string]string(l)) }
-func (l labelFlags) Set(v string) error {
-	k, val, ok := strings.Cut(v, "=")
-	if !ok || k == "" {
-		return fmt.Errorf("want name=value, got %q", v)
-	}
-	l[k] = val
-	return nil
 }

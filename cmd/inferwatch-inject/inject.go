@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/inferwatch/inferwatch/internal/cmdline"
+
 	"github.com/inferwatch/inferwatch/inject"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -34,7 +36,7 @@ func runInject(args []string, logw io.Writer) error {
 	kubeToken := fs.String("kube-token-file", "", "bearer token file for --kube-api")
 	kubeCA := fs.String("kube-ca-file", "", "PEM CA file for --kube-api (default: the system roots)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
+	if err := cmdline.Parse(fs, args); err != nil {
 		return err
 	}
 	var api *inject.APIServer
@@ -52,5 +54,5 @@ func runInject(args []string, logw io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	return inject.Serve(ctx, inject.ServeOptions{Listen: *listen, CertFile: *cert, KeyFile: *key, AdminListen: *adminListen, Events: api}, cfg, newLogger(logw, *logLevel))
+	return inject.Serve(ctx, inject.ServeOptions{Listen: *listen, CertFile: *cert, KeyFile: *key, AdminListen: *adminListen, Events: api}, cfg, cmdline.Logger(logw, *logLevel))
 }

@@ -7,8 +7,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 )
 
@@ -17,10 +15,4 @@ func main() {
 		fmt.Fprintln(os.Stderr, "inferwatch inject:", err)
 		os.Exit(1)
 	}
-}
-
-func newLogger(w io.Writer, level string) *slog.Logger {
-	var l slog.Level
-	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
 }

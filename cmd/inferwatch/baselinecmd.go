@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/inferwatch/inferwatch/internal/cmdline"
+
 	"github.com/inferwatch/inferwatch/baseline/fleet"
 )
 
@@ -29,7 +31,7 @@ func runBaseline(args []string, stderr io.Writer) error {
 	fs.DurationVar(&o.Horizon, "horizon", time.Hour, "bands written ahead; at least --every")
 	every := fs.Duration("every", time.Hour, "how often to refit and write")
 	once := fs.Bool("once", false, "fit and write once, then exit")
-	if err := fs.Parse(args); err != nil {
+	if err := cmdline.Parse(fs, args); err != nil {
 		return err
 	}
 	if o.QueryURL == "" {

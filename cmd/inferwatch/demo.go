@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/inferwatch/inferwatch/internal/cmdline"
+
 	"github.com/inferwatch/inferwatch/alerting"
 	"github.com/inferwatch/inferwatch/config"
 	"github.com/inferwatch/inferwatch/demo/loadgen"
@@ -46,7 +48,7 @@ func runDemo(args []string, out, logw io.Writer) error {
 	var amURLs listFlag
 	fs.Var(&amURLs, "alertmanager-url", "Alertmanager base URL to send alerts to (repeatable)")
 	faults := faultFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := cmdline.Parse(fs, args); err != nil {
 		return err
 	}
 	f, err := faults()
@@ -56,7 +58,7 @@ func runDemo(args []string, out, logw io.Writer) error {
 	if f.SpikeEvery > 0 && f.SpikeFor < 4**window {
 		fmt.Fprintf(logw, "inferwatch demo: note: a %v spike spans fewer than 4 %v windows; P99OverBaseline needs 3 breaching windows in a row\n", f.SpikeFor, *window)
 	}
-	logger := newLogger(logw, *logLevel)
+	logger := cmdline.Logger(logw, *logLevel)
 
 	ms, err := startModelServer(modelserver.Options{Workers: *workers, Seed: 1, Faults: f}, "127.0.0.1:0", "127.0.0.1:0")
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inferwatch/inferwatch/internal/cmdline"
+
 	"github.com/inferwatch/inferwatch/baseline"
 )
 
@@ -38,7 +40,7 @@ func runDetect(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.RefitEvery, "refit-every", 7*24*time.Hour, "refit schedule once the model is seasonal")
 	fs.Float64Var(&o.MinExcess, "min-excess", 0.2, "smallest relative excess that can be an incident")
 	fs.Float64Var(&o.Band, "band", 3, "prediction interval half-width, in residual scales")
-	if err := fs.Parse(args); err != nil {
+	if err := cmdline.Parse(fs, args); err != nil {
 		return err
 	}
 	if err := o.Validate(); err != nil {

@@ -8,6 +8,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/inferwatch/inferwatch/internal/cmdline"
+
 	"github.com/inferwatch/inferwatch/demo/loadgen"
 )
 
@@ -22,7 +24,7 @@ func runLoad(args []string, out io.Writer) error {
 	duration := fs.Duration("duration", 10*time.Second, "how long to send")
 	inflight := fs.Int("max-inflight", loadgen.DefaultMaxInFlight, "concurrent calls at most; calls due beyond it count as late")
 	format := fs.String("format", "text", "text or json")
-	if err := fs.Parse(args); err != nil {
+	if err := cmdline.Parse(fs, args); err != nil {
 		return err
 	}
 	n, err := parseBytes(*payload)

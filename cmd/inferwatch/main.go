@@ -13,8 +13,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 )
 
@@ -77,10 +75,4 @@ func main() {
 		fmt.Fprintln(os.Stderr, "inferwatch:", err)
 		os.Exit(1)
 	}
-}
-
-func newLogger(w io.Writer, level string) *slog.Logger {
-	var l slog.Level
-	_ = l.UnmarshalText([]byte(level))
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
 }

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/inferwatch/inferwatch/internal/cmdline"
+
 	"google.golang.org/grpc"
 
 	"github.com/inferwatch/inferwatch/demo/modelserver"
@@ -97,19 +99,24 @@ func runModelServer(args []string, logw io.Writer) error {
 	httpListen := fs.String("http-listen", "127.0.0.1:18000", "KServe v2 HTTP address")
 	workers := fs.Int("workers", 2, "concurrent executions; waiting for one is the queue stage")
 	seed := fs.Uint64("seed", 1, "model weights seed")
+	warmup := fs.Int("warmup-rows", modelserver.DefaultWarmupRows, "rows each load of mnist-mlp runs through its new weights before it is ready (Triton's repository load/unload API reloads it); 0 for none")
 	faults := faultFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := cmdline.Parse(fs, args); err != nil {
 		return err
 	}
 	f, err := faults()
 	if err != nil {
 		return err
 	}
-	ms, err := startModelServer(modelserver.Options{Workers: *workers, Seed: *seed, Faults: f}, *grpcListen, *httpListen)
+	rows := *warmup
+	if rows == 0 {
+		rows = -1 // Options: 0 is the default, < 0 none
+	}
+	ms, err := startModelServer(modelserver.Options{Workers: *workers, Seed: *seed, Faults: f, WarmupRows: rows}, *grpcListen, *httpListen)
 	if err != nil {
 		return err
 	}
-	logger := newLogger(logw, "info")
+	logger := cmdline.Logger(logw, "info")
 	logger.Info("model server", "grpc", ms.grpcAddr, "http", ms.httpAddr, "models", "mnist-mlp, echo, toy-llm")
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)

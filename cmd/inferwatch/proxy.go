@@ -13,23 +13,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/inferwatch/inferwatch/internal/cmdline"
+
 	"github.com/inferwatch/inferwatch/alerting"
 	"github.com/inferwatch/inferwatch/config"
 	"github.com/inferwatch/inferwatch/sidecar"
 )
-
-// labelFlags collects repeated --push-extra-label k=v.
-type labelFlags map[string]string
-
-func (l labelFlags) String() string { return fmt.Sprint(map[string]string(l)) }
-func (l labelFlags) Set(v string) error {
-	k, val, ok := strings.Cut(v, "=")
-	if !ok || k == "" {
-		return fmt.Errorf("want name=value, got %q", v)
-	}
-	l[k] = val
-	return nil
-}
 
 // proxyFlags binds the proxy's flags; they override the --config file.
 func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
@@ -58,9 +47,9 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 	fs.Var(&amURLs, "alertmanager-url", "Alertmanager base URL to send alerts to (repeatable, e.g. http://alertmanager:9093)")
 	webhook := fs.String("alert-webhook-url", "", "generic JSON webhook for alerts")
 	window := fs.Duration("window", 10*time.Second, "window statistics window length")
-	slas := labelFlags{}
+	slas := cmdline.Labels{}
 	fs.Var(slas, "sla", "model=duration: the model's latency SLA (repeatable), e.g. mnist-mlp=50ms")
-	ttftSLOs := labelFlags{}
+	ttftSLOs := cmdline.Labels{}
 	fs.Var(ttftSLOs, "ttft-slo", "model=duration: the P99 time-to-first-token SLO of a generative model (repeatable), e.g. llama=500ms")
 	otlp := fs.String("otlp-endpoint", "", "OTLP trace receiver: host:4317 (gRPC) or http://host:4318/v1/traces; default from OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT; empty keeps traces in memory only")
 	otlpProto := fs.String("otlp-protocol", "grpc", "grpc or http (default from OTEL_EXPORTER_OTLP_PROTOCOL: grpc or http/protobuf)")
@@ -71,7 +60,7 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 	bpfBudget := fs.Float64("bpf-budget", 0.03, "share of one core the eBPF probes may cost")
 	var upPIDs listFlag
 	fs.Var(&upPIDs, "upstream-pid", "the upstream's PID (repeatable); default: whoever listens on the first upstream port")
-	labels := labelFlags{}
+	labels := cmdline.Labels{}
 	fs.Var(labels, "push-extra-label", "name=value added to pushed series (repeatable); POD_NAME and POD_NAMESPACE from the environment become pod and namespace")
 	return func() (config.Config, error) {
 		cfg := config.Default()
@@ -141,7 +130,7 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 		pick("window", func() { cfg.Alerting.Window = config.Duration(*window) })
 		for _, f := range []struct {
 			name string
-			vals labelFlags
+			vals cmdline.Labels
 			set  func(*alerting.Thresholds, time.Duration)
 		}{
 			{"sla", slas, func(t *alerting.Thresholds, d time.Duration) { t.SLA = d }},
@@ -194,17 +183,21 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
+// Repeatable marks the flag as given once per value: its INFERWATCH_*
+// variable holds them comma-separated.
+func (l *listFlag) Repeatable() {}
+
 func runProxy(args []string, logw io.Writer) error {
 	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
 	build := proxyFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := cmdline.Parse(fs, args); err != nil {
 		return err
 	}
 	cfg, err := build()
 	if err != nil {
 		return fmt.Errorf("configuration:\n%w", err)
 	}
-	logger := newLogger(logw, cfg.LogLevel)
+	logger := cmdline.Logger(logw, cfg.LogLevel)
 	sc, err := sidecar.New(cfg, logger)
 	if err != nil {
 		return err

@@ -4,6 +4,8 @@ import (
 	"flag"
 	"io"
 
+	"github.com/inferwatch/inferwatch/internal/cmdline"
+
 	"github.com/inferwatch/inferwatch/config"
 	"github.com/inferwatch/inferwatch/tracing"
 )
@@ -13,7 +15,7 @@ func runTraces(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("traces", flag.ContinueOnError)
 	admin := fs.String("admin", "http://"+config.DefaultAdminListen, "the sidecar's admin URL")
 	limit := fs.Int("limit", 10, "how many traces, newest first")
-	if err := fs.Parse(args); err != nil {
+	if err := cmdline.Parse(fs, args); err != nil {
 		return err
 	}
 	return tracing.FetchAndRender(*admin, out, *limit)

@@ -20,7 +20,7 @@ const (
 	serverVersion = "1"
 )
 
-var serverExtensions = []string{"binary_tensor_data", "statistics"}
+var serverExtensions = []string{"binary_tensor_data", "statistics", "model_repository"}
 
 // serverTimingKey is the gRPC metadata key carrying the stages.
 const serverTimingKey = "server-timing"
@@ -44,10 +44,11 @@ func (g *grpcService) ServerReady(context.Context, *inference.ServerReadyRequest
 }
 
 func (g *grpcService) ModelReady(_ context.Context, r *inference.ModelReadyRequest) (*inference.ModelReadyResponse, error) {
-	if _, err := g.s.find(r.GetName(), r.GetVersion()); err != nil {
+	m, err := g.s.findAny(r.GetName(), r.GetVersion())
+	if err != nil {
 		return nil, err
 	}
-	return &inference.ModelReadyResponse{Ready: true}, nil
+	return &inference.ModelReadyResponse{Ready: m.loaded.get() != nil}, nil
 }
 
 func (g *grpcService) ServerMetadata(context.Context, *inference.ServerMetadataRequest) (*inference.ServerMetadataResponse, error) {

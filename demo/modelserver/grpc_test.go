@@ -42,7 +42,7 @@ func TestGRPCHealthAndMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ServerMetadata: %v", err)
 	}
-	for _, ext := range []string{"statistics", "binary_tensor_data"} {
+	for _, ext := range []string{"statistics", "binary_tensor_data", "model_repository"} {
 		if !slices.Contains(md.GetExtensions(), ext) {
 			t.Errorf("extensions %v lack %q", md.GetExtensions(), ext)
 		}

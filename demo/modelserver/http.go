@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// HTTPHandler serves KServe v2 REST (with the binary tensor data and
-// statistics extensions), KServe v1 predict and the OpenAI-compatible toy
+// HTTPHandler serves KServe v2 REST (with the binary tensor data,
+// statistics and model repository extensions), KServe v1 predict and the OpenAI-compatible toy
 // LLM. Inference responses carry a Server-Timing header with the stages.
 func (s *Server) HTTPHandler() http.Handler {
 	mux := http.NewServeMux()
@@ -30,6 +30,9 @@ func (s *Server) HTTPHandler() http.Handler {
 		mux.HandleFunc("GET "+p+"/stats", s.httpStats)
 		mux.HandleFunc("POST "+p+"/infer", s.httpInfer)
 	}
+	mux.HandleFunc("POST /v2/repository/index", s.httpRepositoryIndex)
+	mux.HandleFunc("POST /v2/repository/models/{model}/load", s.httpRepositoryLoad)
+	mux.HandleFunc("POST /v2/repository/models/{model}/unload", s.httpRepositoryUnload)
 	// "{model}:predict" is one path segment, so the verb is split off by hand.
 	mux.HandleFunc("POST /v1/models/{target}", s.httpPredict)
 	mux.HandleFunc("POST /v1/chat/completions", s.httpChatCompletions)
@@ -62,10 +65,16 @@ func nonNil(ts []tensorMeta) []tensorMeta {
 	return ts
 }
 
+// httpModelReady answers 200 for a loaded model and 400 for one that is
+// not (KServe v2: the status is the answer).
 func (s *Server) httpModelReady(w http.ResponseWriter, r *http.Request) {
-	m, err := s.find(r.PathValue("model"), r.PathValue("version"))
+	m, err := s.findAny(r.PathValue("model"), r.PathValue("version"))
 	if err != nil {
 		writeError(w, err)
+		return
+	}
+	if m.loaded.get() == nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"name": m.name, "ready": false})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"name": m.name, "ready": true})
@@ -106,6 +115,22 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 		return nil, status.Errorf(codes.InvalidArgument, "read request body: %v", err)
 	}
 	return buf, nil
+}
+
+// readOptionalJSON decodes a small JSON request body into v; an empty body
+// leaves v as it is.
+func readOptionalJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	if err != nil {
+		return status.Errorf(codes.InvalidArgument, "read request body: %v", err)
+	}
+	if len(body) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return status.Errorf(codes.InvalidArgument, "parse request body: %v", err)
+	}
+	return nil
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

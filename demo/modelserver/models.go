@@ -38,6 +38,7 @@ type servedModel struct {
 	kind                    modelKind
 	inputs, outputs         []tensorMeta
 	stats                   stats
+	loaded                  loadedState
 }
 
 type tensorMeta struct {
@@ -79,8 +80,18 @@ type execution interface {
 	postprocess() ([]tensor, error)
 }
 
-// find returns the named model or a NOT_FOUND status.
+// find returns the named model when it is loaded, an UNAVAILABLE status
+// when it is not, or a NOT_FOUND status.
 func (s *Server) find(name, version string) (*servedModel, error) {
+	m, err := s.findAny(name, version)
+	if err == nil && m.loaded.get() == nil {
+		return nil, status.Errorf(codes.Unavailable, "model %q is not loaded", name)
+	}
+	return m, err
+}
+
+// findAny returns the named model, loaded or not, or a NOT_FOUND status.
+func (s *Server) findAny(name, version string) (*servedModel, error) {
 	if m := s.lookup(name, version); m != nil {
 		return m, nil
 	}
@@ -95,7 +106,7 @@ func (s *Server) find(name, version string) (*servedModel, error) {
 func (s *Server) preprocess(m *servedModel, in []tensor, w outputWant) (execution, error) {
 	switch m.kind {
 	case kindMLP:
-		return s.preprocessMLP(in, w)
+		return preprocessMLP(m, in, w)
 	case kindEcho:
 		return preprocessEcho(in, w)
 	}
@@ -114,7 +125,11 @@ type mlpExecution struct {
 	n    int
 }
 
-func (s *Server) preprocessMLP(in []tensor, w outputWant) (execution, error) {
+func preprocessMLP(m *servedModel, in []tensor, w outputWant) (execution, error) {
+	inst := m.loaded.get()
+	if inst == nil {
+		return nil, status.Errorf(codes.Unavailable, "model %q is not loaded", m.name)
+	}
 	for _, name := range w.names {
 		if name != modelMLPOutput {
 			return nil, invalid("model %q has no output %q", modelMLP, name)
@@ -152,7 +167,7 @@ func (s *Server) preprocessMLP(in []tensor, w outputWant) (execution, error) {
 		return nil, invalid("input %q has %d values, want %d for shape %v", t.name, len(x), want, t.shape)
 	}
 	return &mlpExecution{
-		mlp: s.mlp, http: w.http, raw: !w.http || w.binaryFor(modelMLPOutput), x: x, n: n,
+		mlp: inst.mlp, http: w.http, raw: !w.http || w.binaryFor(modelMLPOutput), x: x, n: n,
 	}, nil
 }
 

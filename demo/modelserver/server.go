@@ -1,8 +1,9 @@
 // Package modelserver is the inference server `inferwatch demo` puts behind
 // the sidecar: a small real model (and an echo model for large tensors)
 // served over KServe v2 gRPC and HTTP, KServe v1 and an OpenAI-compatible API,
-// with Triton's statistics extension, per-request Server-Timing stages and
-// injectable faults. It exists so the demo and the tests have a server whose
+// with Triton's statistics and model repository extensions (a load builds
+// the model's weights and warms them up), per-request Server-Timing stages
+// and injectable faults. It exists so the demo and the tests have a server whose
 // timings are measured, not invented.
 package modelserver
 
@@ -28,6 +29,9 @@ type Options struct {
 	// Seed fixes the model's weights.
 	Seed   uint64
 	Faults Faults
+	// WarmupRows is how many rows each load of the MLP runs through the
+	// new weights before it is ready (0: DefaultWarmupRows; < 0: none).
+	WarmupRows int
 }
 
 // Faults are deliberate misbehaviours the demo turns on to show what the
@@ -48,14 +52,17 @@ type Faults struct {
 // Server executes models and keeps their statistics. Serve it with
 // RegisterGRPC and HTTPHandler; one Server may back both at once.
 type Server struct {
-	mlp     *model.MLP
-	models  []*servedModel
-	slots   chan struct{} // worker slots; waiting for one is the queue stage
-	started time.Time
-	faults  Faults
-	extra   atomic.Int64 // SetExtraLatency, in ns
-	degrade atomic.Int64 // SetDegradation: mean of an exponential extra delay, in ns
-	seq     atomic.Uint64
+	mlp        *model.MLP // the toy LLM's; each loaded MLP model has its own
+	models     []*servedModel
+	seed       uint64
+	warmupRows int
+	repo       sync.Mutex    // one load or unload at a time
+	slots      chan struct{} // worker slots; waiting for one is the queue stage
+	started    time.Time
+	faults     Faults
+	extra      atomic.Int64 // SetExtraLatency, in ns
+	degrade    atomic.Int64 // SetDegradation: mean of an exponential extra delay, in ns
+	seq        atomic.Uint64
 
 	stop      chan struct{}
 	stopOnce  sync.Once
@@ -64,17 +71,27 @@ type Server struct {
 	neighbour neighbour
 }
 
-// New returns a Server with its models loaded and its faults running.
+// New returns a Server with its models loaded and its faults running. Its
+// repository API (Load, Unload, and Triton's repository extension over gRPC
+// and REST) unloads and (re)loads them.
 func New(o Options) *Server {
 	if o.Workers <= 0 {
 		o.Workers = 2
 	}
+	switch {
+	case o.WarmupRows == 0:
+		o.WarmupRows = DefaultWarmupRows
+	case o.WarmupRows < 0:
+		o.WarmupRows = 0
+	}
 	s := &Server{
-		mlp:     model.NewMLP(o.Seed),
-		slots:   make(chan struct{}, o.Workers),
-		started: time.Now(),
-		faults:  o.Faults,
-		stop:    make(chan struct{}),
+		seed:       o.Seed,
+		warmupRows: o.WarmupRows,
+		mlp:        model.NewMLP(o.Seed),
+		slots:      make(chan struct{}, o.Workers),
+		started:    time.Now(),
+		faults:     o.Faults,
+		stop:       make(chan struct{}),
 	}
 	s.models = []*servedModel{
 		{name: modelMLP, version: "1", platform: "inferwatch_go", kind: kindMLP,
@@ -84,6 +101,9 @@ func New(o Options) *Server {
 			inputs:  []tensorMeta{{"input", "UINT8", []int64{-1, -1}}},
 			outputs: []tensorMeta{{"input", "UINT8", []int64{-1, -1}}}},
 		{name: modelLLM, version: "1", platform: "inferwatch_toy_llm", kind: kindLLM},
+	}
+	for _, m := range s.models {
+		m.loaded.p.Store(s.build(m))
 	}
 	s.startFaults()
 	return s

@@ -115,7 +115,7 @@ func (s *Server) statsFor(name, version string) ([]*servedModel, error) {
 	if name == "" {
 		return s.models, nil
 	}
-	m, err := s.find(name, version)
+	m, err := s.findAny(name, version)
 	if err != nil {
 		return nil, err
 	}

@@ -44,6 +44,11 @@ func (s *Server) httpPredict(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	inst := m.loaded.get()
+	if inst == nil {
+		writeError(w, status.Errorf(codes.Unavailable, "model %q is not loaded", name))
+		return
+	}
 	var x, y []float32
 	var resp []byte
 	n := len(req.Instances)
@@ -66,7 +71,7 @@ func (s *Server) httpPredict(w http.ResponseWriter, r *http.Request) {
 			return n, nil
 		},
 		infer: func(context.Context, timing) (time.Duration, error) {
-			y = s.mlp.Infer(x, n)
+			y = inst.mlp.Infer(x, n)
 			return 0, nil
 		},
 		postprocess: func() error {

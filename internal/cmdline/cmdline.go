@@ -1,0 +1,62 @@
+// Package cmdline holds what the command lines of inferwatch's binaries
+// (inferwatch, inferwatch-extproc, inferwatch-inject) share: flags read
+// from INFERWATCH_* variables too, repeated name=value flags, and the log
+// handler their --log-level picks.
+package cmdline
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/inferwatch/inferwatch/config"
+)
+
+// envHelp ends every command's -h output.
+const envHelp = `
+Every flag can also be given as an environment variable: INFERWATCH_ and the
+flag's name in upper case with '-' as '_' (--push-interval: INFERWATCH_PUSH_INTERVAL;
+repeatable flags take comma-separated values). A flag on the command line wins
+over its variable, which wins over the YAML file (--config), which wins over the
+default.
+`
+
+// Parse parses a command's flags, then fills the ones not given from their
+// INFERWATCH_* variables (config.ApplyEnv).
+func Parse(fs *flag.FlagSet, args []string) error {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage of inferwatch %s:\n", fs.Name())
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), envHelp)
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	return config.ApplyEnv(fs, os.LookupEnv)
+}
+
+// Logger is a text logger at level (debug, info, warn or error; anything
+// else is info).
+func Logger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+// Labels collects a repeated name=value flag.
+type Labels map[string]string
+
+func (l Labels) String() string { return fmt.Sprint(map[string]string(l)) }
+
+// Set adds one name=value.
+func (l Labels) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want name=value, got %q", v)
+	}
+	l[k] = val
+	return nil
+}
