@@ -16,9 +16,12 @@ import (
 // bytesCodec moves messages as they are: the echo below never parses them.
 type bytesCodec struct{}
 
-func (bytesCodec) Marshal(v any) ([]byte, error)      { return *(v.(*[]byte)), nil }
-func (bytesCodec) Unmarshal(data []byte, v any) error { *(v.(*[]byte)) = append([]byte(nil), data...); return nil }
-func (bytesCodec) Name() string                       { return "windowbench" }
+func (bytesCodec) Marshal(v any) ([]byte, error) { return *(v.(*[]byte)), nil }
+func (bytesCodec) Unmarshal(data []byte, v any) error {
+	*(v.(*[]byte)) = append([]byte(nil), data...)
+	return nil
+}
+func (bytesCodec) Name() string { return "windowbench" }
 
 func init() { encoding.RegisterCodec(bytesCodec{}) }
 
