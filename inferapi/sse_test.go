@@ -119,3 +119,35 @@ func TestParseTGITimes(t *testing.T) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 }
+
+// TestWholeAnswerTiming: a generation that was not streamed gets its token
+// counts, finish reason and server stages from the JSON answer, and a TPOT
+// spreading the upstream time over its tokens; no TTFT.
+func TestWholeAnswerTiming(t *testing.T) {
+	h := http.Header{"Content-Type": {"application/json"}}
+	body := `{"id":"x","object":"chat.completion","model":"llama","choices":[{"index":0,"message":{"role":"assistant","content":"hi there"},"finish_reason":"length"}],` +
+		`"usage":{"prompt_tokens":7,"completion_tokens":40,"total_tokens":47},"metrics":{"queue_time_ms":3,"time_to_first_token_ms":20,"generation_time_ms":380}}`
+	c := record.Call{UpstreamStart: time.Millisecond, UpstreamSent: 2 * time.Millisecond, FirstByte: 400 * time.Millisecond, ResponseEnd: 402 * time.Millisecond}
+	r := HTTPRoute("POST", "/v1/chat/completions", "")
+	if err := DecodeHTTPResponse(r, h, []byte(body), false, &c); err != nil {
+		t.Fatal(err)
+	}
+	l := c.LLM
+	if l == nil || l.Streamed || l.OutputTokens != 40 || l.PromptTokens != 7 || l.TokensEstimated || l.FinishReason != "length" {
+		t.Fatalf("llm %+v", l)
+	}
+	if tpot, ok := l.TPOT(); !ok || tpot != 10*time.Millisecond {
+		t.Errorf("TPOT %v %v, want the 400ms upstream time over 40 tokens", tpot, ok)
+	}
+	if _, ok := l.TTFT(); ok {
+		t.Error("a whole answer has no TTFT")
+	}
+	want := []record.Stage{
+		{Name: "queue", Duration: 3 * time.Millisecond, Source: StageSourceVLLM},
+		{Name: "prefill", Duration: 20 * time.Millisecond, Source: StageSourceVLLM},
+		{Name: "decode", Duration: 380 * time.Millisecond, Source: StageSourceVLLM},
+	}
+	if !slices.Equal(c.Stages, want) {
+		t.Errorf("stages %+v, want %+v", c.Stages, want)
+	}
+}
