@@ -15,6 +15,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/inferwatch/inferwatch/inferapi"
+	"github.com/inferwatch/inferwatch/proxy/h1"
 	"github.com/inferwatch/inferwatch/proxy/h2"
 	"github.com/inferwatch/inferwatch/record"
 )
@@ -259,4 +260,18 @@ func NewFramePlane(h *Handler, tr *Transport, upstream string, dialTimeout time.
 		ConnRTT:     ConnRTT,
 		DialTimeout: dialTimeout,
 	})
+}
+
+// NewHTTP1Plane returns the frame data plane's HTTP/1.x server for h: its
+// own connection loop in place of net/http's (package h1), with the
+// stdlib plane's timeouts and the client connection in each call's
+// context (for its kernel RTT).
+func NewHTTP1Plane(h *Handler) *h1.Server {
+	return &h1.Server{
+		Handler:           h,
+		Logger:            h.o.Logger,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ConnContext:       withConn,
+	}
 }

@@ -48,12 +48,15 @@ func newHarness(t testing.TB, upstream string, grpc bool, tweak ...func(*Options
 	}
 	h.handler = NewHandler(o)
 	l := Listener{Name: "test", Addr: "127.0.0.1:0", Handler: h.handler}
-	if grpc && testDataPlane() == "frame" {
-		f, err := NewFramePlane(h.handler, tr, upstream, 0)
-		if err != nil {
-			t.Fatal(err)
+	if testDataPlane() == "frame" {
+		l.HTTP1 = NewHTTP1Plane(h.handler)
+		if grpc {
+			f, err := NewFramePlane(h.handler, tr, upstream, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Frames = f
 		}
-		l.Frames = f
 	}
 	h.server = NewServer(o.Logger, l)
 	if err := h.server.Listen(); err != nil {
@@ -71,7 +74,7 @@ func newHarness(t testing.TB, upstream string, grpc bool, tweak ...func(*Options
 	return h
 }
 
-// testDataPlane is the data plane the gRPC tests run on: INFERWATCH_DATA_PLANE
+// testDataPlane is the data plane the tests run on: INFERWATCH_DATA_PLANE
 // (frame or stdlib), as in the sidecar; CI runs the suite on both.
 func testDataPlane() string {
 	if v := os.Getenv("INFERWATCH_DATA_PLANE"); v != "" {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/inferwatch/inferwatch/proxy/h1"
 	"github.com/inferwatch/inferwatch/proxy/h2"
 )
 
@@ -23,6 +24,9 @@ type Listener struct {
 	// Frames, if set, forwards HTTP/2 connections frame by frame (the frame
 	// data plane); Handler then serves HTTP/1.1 only.
 	Frames *h2.Server
+	// HTTP1, if set, serves HTTP/1.x connections with the frame data plane's
+	// own connection loop instead of net/http's server (see NewHTTP1Plane).
+	HTTP1 *h1.Server
 }
 
 // Server runs the listeners and drains them on shutdown.
@@ -74,8 +78,8 @@ func (s *Server) Serve() error {
 	for i, nl := range s.nls {
 		l, srv := s.ls[i], s.srvs[i]
 		switch {
-		case l.Frames != nil:
-			nl = newSniffListener(nl, l.TLS, l.Frames)
+		case l.Frames != nil || l.HTTP1 != nil:
+			nl = newSniffListener(nl, l.TLS, l.Frames, l.HTTP1)
 		case l.TLS != nil:
 			nl = tls.NewListener(nl, l.TLS)
 		}
@@ -121,7 +125,7 @@ func newHTTPServer(l Listener, logger *slog.Logger) *http.Server {
 // ctx ends; then it closes what is left.
 func (s *Server) Shutdown(ctx context.Context) error {
 	var wg sync.WaitGroup
-	errs := make([]error, 2*len(s.srvs))
+	errs := make([]error, 3*len(s.srvs))
 	for i, srv := range s.srvs {
 		wg.Add(1)
 		go func() {
@@ -131,6 +135,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 				srv.Close()
 			}
 		}()
+		if h := s.ls[i].HTTP1; h != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[2*len(s.srvs)+i] = h.Shutdown(ctx)
+			}()
+		}
 		if f := s.ls[i].Frames; f != nil {
 			wg.Add(1)
 			go func() {

@@ -9,12 +9,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inferwatch/inferwatch/proxy/h1"
 	"github.com/inferwatch/inferwatch/proxy/h2"
 )
 
 // A listener with a frame plane hands each connection to the plane its
 // first bytes ask for: the HTTP/2 client preface (or ALPN h2 over TLS) goes
-// to the frame-level forwarder, anything else (HTTP/1.1) to net/http.
+// to the frame-level forwarder, HTTP/1.x to the h1 connection loop; either
+// goes to net/http where the listener has no such plane.
 
 // sniffTimeout bounds how long a connection may take to show its preface
 // or finish its TLS handshake.
@@ -23,15 +25,15 @@ const sniffTimeout = 10 * time.Second
 type sniffListener struct {
 	net.Listener
 	tls    *tls.Config
-	frames *h2.Server
-
+	frames *h2.Server // nil: HTTP/2 goes to net/http
+	http1  *h1.Server // nil: HTTP/1.x goes to net/http
 	conns  chan net.Conn
 	failed chan struct{}
 	err    error
 }
 
-func newSniffListener(nl net.Listener, tc *tls.Config, frames *h2.Server) *sniffListener {
-	l := &sniffListener{Listener: nl, tls: tc, frames: frames, conns: make(chan net.Conn), failed: make(chan struct{})}
+func newSniffListener(nl net.Listener, tc *tls.Config, frames *h2.Server, http1 *h1.Server) *sniffListener {
+	l := &sniffListener{Listener: nl, tls: tc, frames: frames, http1: http1, conns: make(chan net.Conn), failed: make(chan struct{})}
 	go l.accept()
 	return l
 }
@@ -75,11 +77,7 @@ func (l *sniffListener) sniff(c net.Conn) {
 			return
 		}
 		c.SetDeadline(time.Time{})
-		if tc.ConnectionState().NegotiatedProtocol == "h2" {
-			l.frames.ServeConn(tc)
-			return
-		}
-		l.deliver(tc)
+		l.serve(tc, tc.ConnectionState().NegotiatedProtocol == "h2")
 		return
 	}
 	br := bufio.NewReaderSize(c, 4096)
@@ -95,12 +93,19 @@ func (l *sniffListener) sniff(c net.Conn) {
 		return
 	}
 	c.SetDeadline(time.Time{})
-	sc := &sniffedConn{Conn: c, r: br}
-	if isH2 {
-		l.frames.ServeConn(sc)
-		return
+	l.serve(&sniffedConn{Conn: c, r: br}, isH2)
+}
+
+// serve hands c to its plane.
+func (l *sniffListener) serve(c net.Conn, isH2 bool) {
+	switch {
+	case isH2 && l.frames != nil:
+		l.frames.ServeConn(c)
+	case !isH2 && l.http1 != nil:
+		l.http1.ServeConn(c)
+	default:
+		l.deliver(c)
 	}
-	l.deliver(sc)
 }
 
 func (l *sniffListener) deliver(c net.Conn) {

@@ -406,12 +406,15 @@ func (s *Sidecar) route(r config.Route, poll bool) (proxy.Listener, proxy.Probe,
 		return float64(h.InFlight())
 	})
 	l = proxy.Listener{Name: r.Name, Addr: r.Listen, Handler: h}
-	if s.cfg.DataPlane == config.DataPlaneFrame && r.Protocol == "grpc" {
-		f, err := proxy.NewFramePlane(h, tr, r.Upstream, r.DialTimeout.D())
-		if err != nil {
-			return l, probe, nil, fmt.Errorf("data_plane: %w", err)
+	if s.cfg.DataPlane == config.DataPlaneFrame {
+		l.HTTP1 = proxy.NewHTTP1Plane(h)
+		if r.Protocol == "grpc" {
+			f, err := proxy.NewFramePlane(h, tr, r.Upstream, r.DialTimeout.D())
+			if err != nil {
+				return l, probe, nil, fmt.Errorf("data_plane: %w", err)
+			}
+			l.Frames = f
 		}
-		l.Frames = f
 	}
 	if t := r.TLS; t != nil {
 		tc, err := proxy.ServerTLS(proxy.TLSFiles{CertFile: t.CertFile, KeyFile: t.KeyFile, CAFile: t.ClientCAFile}, s.logger)

@@ -1,0 +1,21 @@
+// Package h1 serves the HTTP/1.1 connections of the frame data plane with
+// its own connection loop, in front of the same http.Handler that proxies
+// and records each call.
+//
+// net/http's server spends more per request than the proxying it serves: a
+// background read goroutine per request (started when the body ends,
+// aborted with a read deadline when the handler returns), a per-request
+// context watcher and a textproto parse that allocates every header
+// string. Here one goroutine per connection reads a request, runs the
+// handler and writes the response, with one string allocation for all
+// header bytes; the client connection is watched for an early close only
+// once a call has run for a while (Server.WatchAfter), so short calls pay
+// nothing for it and long ones (an LLM generation) are still cancelled
+// upstream when their client leaves.
+//
+// One file, one job: server.go accepts, tracks and drains connections;
+// request.go parses a request head and its framing; body.go reads request
+// bodies (Content-Length, chunked with trailers, 100-continue); response.go
+// frames responses; watch.go watches an idle client connection during a
+// call.
+package h1
