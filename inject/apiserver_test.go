@@ -31,13 +31,22 @@ import (
 // its webhook configuration and its RBAC with the real apiserver.
 const chartRender = "../deploy/helm/testdata/default.yaml"
 
+// seriesInterval is the injector's Event series interval in
+// TestKubeAPIServer, and ownedRefusals how many times it refuses the
+// ReplicaSet-style pod.
+const (
+	seriesInterval = time.Second
+	ownedRefusals  = 4
+)
+
 // TestKubeAPIServer: a real kube-apiserver (built from k8s.io/kubernetes in
 // tools/kube, over a real etcd) admits the recorded pods through the
 // injector, registered with the chart's MutatingWebhookConfiguration over
 // HTTPS. The stored pods must be the recorded ones with the golden patches
 // applied (and the apiserver's defaults), and the pods the injector cannot
 // handle must run uninjected, annotated, with a Warning Event posted under
-// the chart's RBAC.
+// the chart's RBAC; the same refusal repeated (replicas of one ReplicaSet)
+// is counted on that one Event's series, not posted again.
 func TestKubeAPIServer(t *testing.T) {
 	etcdBin, apiBin := testenv.KubeBinaries(t, "..")
 	dir := t.TempDir()
@@ -73,7 +82,10 @@ func TestKubeAPIServer(t *testing.T) {
 			CertFile: filepath.Join(whDir, "tls.crt"), KeyFile: filepath.Join(whDir, "tls.key"),
 			Events:   &APIServer{URL: kube.URL, TokenFile: tokenFile, CAFile: kube.CAFile},
 			Instance: "iw-injector-test",
-			Ready:    func(w, a net.Addr) { ready <- [2]net.Addr{w, a} },
+			// Repeated refusals are PATCHed onto their Event at most once
+			// a second (30 s in production).
+			EventSeriesInterval: seriesInterval,
+			Ready:               func(w, a net.Addr) { ready <- [2]net.Addr{w, a} },
 		}, DefaultConfig(), slog.New(slog.NewTextHandler(logs, nil)))
 	}()
 	t.Cleanup(func() {
@@ -201,7 +213,22 @@ func TestKubeAPIServer(t *testing.T) {
 			}
 		})
 	}
-	// Only the two refused pods got Events (not the dry run).
+	// More replicas of the ReplicaSet, refused like the first: still one
+	// Event, its series counting every refusal once the injector has
+	// PATCHed it (at most once a seriesInterval).
+	for i := 1; i < ownedRefusals; i++ {
+		b := kube.Create(t, testenv.Path("api", "v1", "namespaces", owned.Namespace, "pods"), owned)
+		var stored corev1.Pod
+		if err := json.Unmarshal(b, &stored); err != nil || !strings.HasPrefix(stored.Annotations[AnnStatus], statusSkippedPrefx) {
+			t.Fatalf("replica %d: status %q, want %q... (%v)", i+1, stored.Annotations[AnnStatus], statusSkippedPrefx, err)
+		}
+	}
+	series := waitSeries(t, kube, owned.Namespace, "ReplicaSet/custom-rs", ownedRefusals)
+	if series.Series.LastObservedTime.Before(&series.EventTime) {
+		t.Errorf("series lastObservedTime %v before the Event's time %v", series.Series.LastObservedTime, series.EventTime)
+	}
+	// Only the two refused pods got Events (not the dry run, not the
+	// repeats).
 	status, b, err = kube.Do("GET", "/apis/events.k8s.io/v1/events", nil)
 	if err != nil || status != http.StatusOK {
 		t.Fatalf("list Events: %d %v", status, err)
@@ -235,10 +262,26 @@ func TestKubeAPIServer(t *testing.T) {
 	}
 	m, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, line := range []string{`inferwatch_injector_events_total{result="posted"} 2`, `inferwatch_injector_events_total{result="failed"} 0`} {
+	for _, line := range []string{
+		`inferwatch_injector_events_total{result="posted"} 2`,
+		`inferwatch_injector_events_total{result="failed"} 0`,
+		`inferwatch_injector_events_total{result="dropped"} 0`,
+		fmt.Sprintf(`inferwatch_injector_events_total{result="coalesced"} %d`, ownedRefusals-1),
+	} {
 		if !strings.Contains(string(m), line+"\n") {
 			t.Errorf("/metrics lacks %q:\n%s", line, m)
 		}
+	}
+	// At least one PATCH, at most one a repeat (how many depends on how
+	// the repeats fell on the interval).
+	var patched int
+	for _, l := range strings.Split(string(m), "\n") {
+		if v, ok := strings.CutPrefix(l, `inferwatch_injector_events_total{result="patched"} `); ok {
+			fmt.Sscan(v, &patched)
+		}
+	}
+	if patched < 1 || patched > ownedRefusals-1 {
+		t.Errorf("patched %d, want 1 to %d:\n%s", patched, ownedRefusals-1, m)
 	}
 }
 
@@ -374,13 +417,20 @@ func comparePods(t *testing.T, want, got *corev1.Pod) {
 	}
 }
 
-// waitAllowed waits until RBAC lets the token create Events in ns (the
-// authorizer's caches follow the new binding a moment later).
+// waitAllowed waits until RBAC lets the token create and patch Events in
+// ns (the authorizer's caches follow the new binding a moment later).
 func waitAllowed(t *testing.T, kube *testenv.Kube, token, ns string) {
+	t.Helper()
+	for _, verb := range []string{"create", "patch"} {
+		waitAllowedVerb(t, kube, token, ns, verb)
+	}
+}
+
+func waitAllowedVerb(t *testing.T, kube *testenv.Kube, token, ns, verb string) {
 	t.Helper()
 	review := map[string]any{
 		"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-		"spec": map[string]any{"resourceAttributes": map[string]any{"group": "events.k8s.io", "resource": "events", "verb": "create", "namespace": ns}},
+		"spec": map[string]any{"resourceAttributes": map[string]any{"group": "events.k8s.io", "resource": "events", "verb": verb, "namespace": ns}},
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -392,7 +442,7 @@ func waitAllowed(t *testing.T, kube *testenv.Kube, token, ns string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the chart's RBAC does not let the injector create Events: %d %s %v", status, b, err)
+			t.Fatalf("the chart's RBAC does not let the injector %s Events: %d %s %v", verb, status, b, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -436,6 +486,26 @@ func waitEvent(t *testing.T, kube *testenv.Kube, ns, kindName string) eventsv1.E
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no injector Event regarding %s in %s within a minute: %s", kindName, ns, b)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitSeries polls ns until the injector's Event regarding kindName has a
+// series of count, read back from the apiserver; a count above it fails.
+func waitSeries(t *testing.T, kube *testenv.Kube, ns, kindName string, count int32) eventsv1.Event {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ev := waitEvent(t, kube, ns, kindName)
+		if ev.Series != nil && ev.Series.Count > count {
+			t.Fatalf("Event %s series count %d, want %d", ev.Name, ev.Series.Count, count)
+		}
+		if ev.Series != nil && ev.Series.Count == count {
+			return ev
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Event regarding %s has series %+v, not count %d, a minute on", kindName, ev.Series, count)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

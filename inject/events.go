@@ -2,6 +2,7 @@ package inject
 
 import (
 	"bytes"
+	"container/list"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -14,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -64,19 +66,31 @@ func InClusterAPIServer() (api APIServer, ok bool) {
 // Events posts a Warning Event (events.k8s.io/v1) for every pod the injector
 // refused, from one background worker: Refused never blocks, so an
 // admission answer never waits on the API, and a full queue drops the Event
-// (inferwatch_injector_events_total{result="dropped"}).
+// (inferwatch_injector_events_total{result="dropped"}). The same refusal
+// again is counted on the Event already posted (series.go).
 type Events struct {
 	api      APIServer
 	client   *http.Client
 	instance string
 	queue    chan eventsv1.Event
+	wake     chan struct{} // a refusal was counted on a series
 	logger   *slog.Logger
 	metrics  *metrics.Set
+
+	interval  time.Duration // between two writes of one series
+	expiry    time.Duration
+	maxSeries int
+
+	mu     sync.Mutex
+	series map[seriesKey]*series
+	lru    *list.List // of *series, the latest seen in front
 }
 
 // NewEvents checks api and builds the poster; Run must be started for
-// anything to be sent. instance names this replica (reportingInstance).
-func NewEvents(api APIServer, instance string, set *metrics.Set, logger *slog.Logger) (*Events, error) {
+// anything to be sent. instance names this replica (reportingInstance);
+// interval is the least time between two writes of one Event's series
+// (0: DefaultSeriesInterval).
+func NewEvents(api APIServer, instance string, interval time.Duration, set *metrics.Set, logger *slog.Logger) (*Events, error) {
 	u, err := url.Parse(api.URL)
 	if err != nil || u.Scheme != "https" || u.Host == "" {
 		return nil, fmt.Errorf("inject: kube-api: %q: want https://host:port", api.URL)
@@ -86,6 +100,12 @@ func NewEvents(api APIServer, instance string, set *metrics.Set, logger *slog.Lo
 	}
 	if _, err := os.Stat(api.TokenFile); err != nil {
 		return nil, fmt.Errorf("inject: kube-token-file: %w", err)
+	}
+	if interval < 0 {
+		return nil, fmt.Errorf("inject: event series interval %v: must not be negative", interval)
+	}
+	if interval == 0 {
+		interval = DefaultSeriesInterval
 	}
 	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if api.CAFile != "" {
@@ -103,14 +123,20 @@ func NewEvents(api APIServer, instance string, set *metrics.Set, logger *slog.Lo
 		instance = instance[:128]
 	}
 	e := &Events{
-		api:      api,
-		client:   &http.Client{Timeout: eventTimeout, Transport: &http.Transport{TLSClientConfig: tlsCfg, MaxIdleConns: 2, IdleConnTimeout: time.Minute}},
-		instance: instance,
-		queue:    make(chan eventsv1.Event, eventQueue),
-		logger:   logger,
-		metrics:  set,
+		api:       api,
+		client:    &http.Client{Timeout: eventTimeout, Transport: &http.Transport{TLSClientConfig: tlsCfg, MaxIdleConns: 2, IdleConnTimeout: time.Minute}},
+		instance:  instance,
+		queue:     make(chan eventsv1.Event, eventQueue),
+		wake:      make(chan struct{}, 1),
+		logger:    logger,
+		metrics:   set,
+		interval:  interval,
+		expiry:    seriesExpiry,
+		maxSeries: seriesMax,
+		series:    map[seriesKey]*series{},
+		lru:       list.New(),
 	}
-	for _, r := range []string{"posted", "failed", "dropped"} {
+	for _, r := range []string{"posted", "coalesced", "patched", "failed", "dropped"} {
 		e.counter(r)
 	}
 	return e, nil
@@ -123,11 +149,26 @@ func (e *Events) counter(result string) *metrics.Counter {
 // Refused queues an Event saying why pod (in namespace ns) runs without
 // the sidecar. A pod created by a controller has no name yet at admission;
 // the Event then regards its controlling owner (a ReplicaSet, a Job, ...).
+// The same refusal again is counted on the Event already queued or posted
+// (series.go) rather than queued.
 func (e *Events) Refused(ns string, pod *metav1.ObjectMeta, reason string, now time.Time) {
 	ev := refusedEvent(ns, pod, reason, e.instance, now)
-	select {
-	case e.queue <- ev:
-	default:
+	coalesced, queued := e.observe(ev, now, func(ev eventsv1.Event) bool {
+		select {
+		case e.queue <- ev:
+			return true
+		default:
+			return false
+		}
+	})
+	switch {
+	case coalesced:
+		e.counter("coalesced").Inc()
+		select {
+		case e.wake <- struct{}{}:
+		default:
+		}
+	case !queued:
 		e.counter("dropped").Inc()
 	}
 }
@@ -178,73 +219,98 @@ func refusedEvent(ns string, pod *metav1.ObjectMeta, reason, instance string, no
 	}
 }
 
-// Run posts queued Events until ctx ends.
+// Run posts queued Events and updates their series until ctx ends.
 func (e *Events) Run(ctx context.Context) {
+	timer := time.NewTimer(e.interval)
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case ev := <-e.queue:
-			if err := e.postRetrying(ctx, ev); err != nil {
-				e.counter("failed").Inc()
-				e.logger.Warn("inject: post Event", "namespace", ev.Namespace, "regarding", ev.Regarding.Kind+"/"+ev.Regarding.Name, "err", err)
-				continue
-			}
-			e.counter("posted").Inc()
+			e.create(ctx, ev, time.Now())
+		case <-e.wake:
+		case <-timer.C:
 		}
+		// Whatever woke the worker, the series due now go, and it sleeps
+		// until the next falls due (or an interval, to forget old ones).
+		now := time.Now()
+		wait := e.interval
+		if next := e.flush(ctx, now); !next.IsZero() {
+			wait = next.Sub(now)
+		}
+		timer.Reset(wait)
 	}
 }
 
-// postRetrying tries an Event up to three times while the failure is the
-// network's or the apiserver's (5xx, 429), not the request's.
-func (e *Events) postRetrying(ctx context.Context, ev eventsv1.Event) error {
-	var err error
+// create POSTs ev, the first of its series, at now.
+func (e *Events) create(ctx context.Context, ev eventsv1.Event, now time.Time) {
+	body, err := json.Marshal(ev)
+	if err == nil {
+		_, err = e.sendRetrying(ctx, http.MethodPost, ev.Namespace, "", "application/json", body, http.StatusCreated)
+	} else {
+		err = fmt.Errorf("encode Event: %w", err)
+	}
+	e.created(&ev, err == nil, now)
+	if err != nil {
+		e.counter("failed").Inc()
+		e.logger.Warn("inject: post Event", "namespace", ev.Namespace, "regarding", ev.Regarding.Kind+"/"+ev.Regarding.Name, "err", err)
+		return
+	}
+	e.counter("posted").Inc()
+}
+
+// sendRetrying tries a request up to three times while the failure is the
+// network's or the apiserver's (5xx, 429), not the request's. status is the
+// last answer's (0: none).
+func (e *Events) sendRetrying(ctx context.Context, method, ns, name, contentType string, body []byte, want int) (status int, err error) {
 	for attempt, wait := 0, 500*time.Millisecond; attempt < 3; attempt, wait = attempt+1, wait*2 {
 		var retry bool
-		if retry, err = e.post(ctx, ev); err == nil || !retry {
-			return err
+		if status, retry, err = e.send(ctx, method, ns, name, contentType, body, want); err == nil || !retry {
+			return status, err
 		}
 		select {
 		case <-ctx.Done():
-			return err
+			return status, err
 		case <-time.After(wait):
 		}
 	}
-	return err
+	return status, err
 }
 
-func (e *Events) post(ctx context.Context, ev eventsv1.Event) (retry bool, err error) {
-	body, err := json.Marshal(ev)
-	if err != nil {
-		return false, fmt.Errorf("encode Event: %w", err)
-	}
+// send makes one request on the events of ns (name: one Event); want is
+// the status of success.
+func (e *Events) send(ctx context.Context, method, ns, name, contentType string, body []byte, want int) (status int, retry bool, err error) {
 	token, err := os.ReadFile(e.api.TokenFile)
 	if err != nil {
-		return true, fmt.Errorf("read token: %w", err)
+		return 0, true, fmt.Errorf("read token: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, eventTimeout)
 	defer cancel()
-	u := strings.TrimRight(e.api.URL, "/") + "/apis/events.k8s.io/v1/namespaces/" + url.PathEscape(ev.Namespace) + "/events"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
-	if err != nil {
-		return false, fmt.Errorf("build request: %w", err)
+	u := strings.TrimRight(e.api.URL, "/") + "/apis/events.k8s.io/v1/namespaces/" + url.PathEscape(ns) + "/events"
+	if name != "" {
+		u += "/" + url.PathEscape(name)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
+	if err != nil {
+		return 0, false, fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
 	resp, err := e.client.Do(req)
 	if err != nil {
-		return true, fmt.Errorf("POST %s: %w", u, err)
+		return 0, true, fmt.Errorf("%s %s: %w", method, u, err)
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusCreated {
+	if resp.StatusCode != want {
 		retry = resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests
 		var st metav1.Status
 		if json.Unmarshal(msg, &st) == nil && st.Message != "" {
-			return retry, fmt.Errorf("POST %s: %s: %s", u, resp.Status, st.Message)
+			return resp.StatusCode, retry, fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, st.Message)
 		}
-		return retry, fmt.Errorf("POST %s: %s", u, resp.Status)
+		return resp.StatusCode, retry, fmt.Errorf("%s %s: %s", method, u, resp.Status)
 	}
-	return false, nil
+	return resp.StatusCode, false, nil
 }

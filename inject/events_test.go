@@ -52,21 +52,30 @@ func TestRefusedEvent(t *testing.T) {
 	}
 }
 
-// TestRefusedNeverBlocks: with nothing posting, Refused fills the queue and
-// then drops (and counts) rather than wait.
+// TestRefusedNeverBlocks: with nothing posting, Refused fills the queue with
+// distinct refusals and then drops (and counts) rather than wait; a repeat
+// of a queued refusal takes no place in the queue and is counted instead.
 func TestRefusedNeverBlocks(t *testing.T) {
 	tok := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(tok, []byte("t"), 0o600)
 	set := metrics.NewSet()
-	e, err := NewEvents(APIServer{URL: "https://127.0.0.1:1", TokenFile: tok}, "iw-0", set, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e, err := NewEvents(APIServer{URL: "https://127.0.0.1:1", TokenFile: tok}, "iw-0", 0, set, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < eventQueue+5; i++ {
-		e.Refused("models", &metav1.ObjectMeta{Name: "p"}, "why", time.Now())
+		e.Refused("models", &metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i)}, "why", time.Now())
 	}
-	if got := set.GetOrCreateCounter(`inferwatch_injector_events_total{result="dropped"}`).Get(); got != 5 {
-		t.Errorf("dropped %d, want 5", got)
+	for i := 0; i < 10; i++ {
+		e.Refused("models", &metav1.ObjectMeta{Name: "p0"}, "why", time.Now())
+	}
+	for result, want := range map[string]uint64{"dropped": 5, "coalesced": 10} {
+		if got := set.GetOrCreateCounter(`inferwatch_injector_events_total{result="` + result + `"}`).Get(); got != want {
+			t.Errorf("%s %d, want %d", result, got, want)
+		}
+	}
+	if len(e.queue) != eventQueue {
+		t.Errorf("%d Events queued, want %d", len(e.queue), eventQueue)
 	}
 }
 
@@ -75,17 +84,19 @@ func TestNewEventsRejects(t *testing.T) {
 	tok := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(tok, []byte("t"), 0o600)
 	for _, tc := range []struct {
-		name string
-		api  APIServer
-		want string
+		name     string
+		api      APIServer
+		interval time.Duration
+		want     string
 	}{
-		{"http", APIServer{URL: "http://127.0.0.1:6443", TokenFile: tok}, "kube-api"},
-		{"no token", APIServer{URL: "https://127.0.0.1:6443"}, "kube-token-file"},
-		{"missing token", APIServer{URL: "https://127.0.0.1:6443", TokenFile: tok + "x"}, "kube-token-file"},
-		{"bad CA", APIServer{URL: "https://127.0.0.1:6443", TokenFile: tok, CAFile: tok}, "kube-ca-file"},
+		{"http", APIServer{URL: "http://127.0.0.1:6443", TokenFile: tok}, 0, "kube-api"},
+		{"no token", APIServer{URL: "https://127.0.0.1:6443"}, 0, "kube-token-file"},
+		{"missing token", APIServer{URL: "https://127.0.0.1:6443", TokenFile: tok + "x"}, 0, "kube-token-file"},
+		{"bad CA", APIServer{URL: "https://127.0.0.1:6443", TokenFile: tok, CAFile: tok}, 0, "kube-ca-file"},
+		{"negative interval", APIServer{URL: "https://127.0.0.1:6443", TokenFile: tok}, -time.Second, "interval"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := NewEvents(tc.api, "i", metrics.NewSet(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+			_, err := NewEvents(tc.api, "i", tc.interval, metrics.NewSet(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err %v, want one containing %q", err, tc.want)
 			}

@@ -13,8 +13,10 @@
 //
 // Types are k8s.io/api's corev1, admissionv1 and eventsv1; quantities and
 // intstr come from k8s.io/apimachinery. No client-go and no
-// controller-runtime: the injector's one API call, creating an Event, is a
-// single POST with net/http, so its RBAC is exactly create on events.
+// controller-runtime: the injector's only API calls, creating an Event and
+// patching its series when the refusal repeats (series.go), are a POST and
+// a merge PATCH with net/http, so its RBAC is exactly create and patch on
+// events.
 package inject
 
 import (

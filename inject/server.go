@@ -27,6 +27,10 @@ type ServeOptions struct {
 	// Instance names this replica in its Events (default: the host name,
 	// which in a pod is the pod's name).
 	Instance string
+	// EventSeriesInterval is the least time between two writes of one
+	// Event: a refusal repeated sooner is counted and the Event's series
+	// updated later (0: DefaultSeriesInterval, 30 s).
+	EventSeriesInterval time.Duration
 	// Ready, when set, receives the bound addresses once both listen.
 	Ready func(webhook, admin net.Addr)
 }
@@ -45,7 +49,7 @@ func Serve(ctx context.Context, opts ServeOptions, cfg Config, logger *slog.Logg
 		if instance == "" {
 			instance, _ = os.Hostname()
 		}
-		ev, err := NewEvents(*opts.Events, instance, wh.Metrics, logger)
+		ev, err := NewEvents(*opts.Events, instance, opts.EventSeriesInterval, wh.Metrics, logger)
 		if err != nil {
 			return err
 		}

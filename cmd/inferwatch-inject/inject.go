@@ -31,7 +31,7 @@ func runInject(args []string, logw io.Writer) error {
 	push := fs.String("push-url", "", "default VictoriaMetrics import URL for injected sidecars")
 	otlp := fs.String("otlp-endpoint", "", "default OTLP endpoint for injected sidecars")
 	extra := fs.String("sidecar-args", "", "extra flags given to every sidecar, space separated")
-	events := fs.Bool("events", true, "post a Kubernetes Event for every pod left uninjected (needs create on events.k8s.io events)")
+	events := fs.Bool("events", true, "post a Kubernetes Event for every pod left uninjected (needs create and patch on events.k8s.io events)")
 	kubeAPI := fs.String("kube-api", "", "Kubernetes API URL for Events (default: in-cluster, from KUBERNETES_SERVICE_HOST and the service account)")
 	kubeToken := fs.String("kube-token-file", "", "bearer token file for --kube-api")
 	kubeCA := fs.String("kube-ca-file", "", "PEM CA file for --kube-api (default: the system roots)")

@@ -201,12 +201,12 @@ func checkObjects(t *testing.T, mode string, set []string, manifest string) {
 	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != want {
 		t.Errorf("replicas %v, want %d", dep.Spec.Replicas, want)
 	}
-	// The injector's one API call is creating Events: its token is mounted
-	// and its role allows exactly that.
+	// The injector's only API calls are creating Events and patching their
+	// series: its token is mounted and its role allows exactly that.
 	if dep.Spec.Template.Spec.AutomountServiceAccountToken == nil || !*dep.Spec.Template.Spec.AutomountServiceAccountToken {
 		t.Errorf("webhook pod mounts no service account token, so it cannot post Events")
 	}
-	wantRules := []rbacv1.PolicyRule{{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create"}}}
+	wantRules := []rbacv1.PolicyRule{{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}}}
 	if !reflect.DeepEqual(injectorRules, wantRules) {
 		t.Errorf("injector RBAC rules %+v, want exactly %+v", injectorRules, wantRules)
 	}
