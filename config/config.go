@@ -26,7 +26,7 @@ type Config struct {
 	DrainTimeout Duration `yaml:"drain_timeout"` // how long SIGTERM waits for in-flight calls
 	DrainDelay   Duration `yaml:"drain_delay"`   // readiness false this long before listeners close
 	LogLevel     string   `yaml:"log_level"`     // debug, info, warn, error
-	DataPlane    string   `yaml:"data_plane"`    // how gRPC routes move bytes: stdlib (net/http) or frame (frame-level HTTP/2)
+	DataPlane    string   `yaml:"data_plane"`    // how routes move bytes: stdlib (net/http) or frame (frame-level HTTP/2, own HTTP/1.1 loop)
 	Routes       []Route  `yaml:"routes"`
 	Push         Push     `yaml:"push"`
 	Limits       Limits   `yaml:"limits"`

@@ -41,7 +41,7 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 		readiness   = fs.String("readiness", "auto", "upstream readiness probe: auto, tcp or none")
 		decode      = fs.Float64("decode-sample", 0.01, "share of gRPC infer calls fully decoded to price deserialization")
 		logLevel    = fs.String("log-level", "info", "debug, info, warn or error")
-		dataPlane   = fs.String("data-plane", config.DefaultDataPlane(), "how gRPC routes move bytes: stdlib (net/http) or frame (frame-level HTTP/2); default from INFERWATCH_DATA_PLANE, else stdlib")
+		dataPlane   = fs.String("data-plane", config.DefaultDataPlane(), "how routes move bytes: stdlib (net/http) or frame (frame-level HTTP/2 for gRPC, own HTTP/1.1 loop); default from INFERWATCH_DATA_PLANE, else stdlib")
 	)
 	var amURLs listFlag
 	fs.Var(&amURLs, "alertmanager-url", "Alertmanager base URL to send alerts to (repeatable, e.g. http://alertmanager:9093)")
