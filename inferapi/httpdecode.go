@@ -147,9 +147,9 @@ func decodeV2(h http.Header, body []byte, truncated bool, c *record.Call, respon
 		return nil
 	}
 
-	list, add := "inputs", c.AddInput
+	list, add, paths := "inputs", c.AddInput, &v2InputPaths
 	if response {
-		list, add = "outputs", c.AddOutput
+		list, add, paths = "outputs", c.AddOutput, &v2OutputPaths
 	}
 	var binaryTotal int64
 	first := true
@@ -158,7 +158,7 @@ func decodeV2(h http.Header, body []byte, truncated bool, c *record.Call, respon
 		switch {
 		case key == list:
 			_, err := w.array(list, func(int) error {
-				t, err := w.v2Tensor(list)
+				t, err := w.v2Tensor(paths)
 				if t.seen {
 					if t.binarySize >= 0 {
 						t.Bytes = t.binarySize
@@ -199,32 +199,54 @@ func decodeV2(h http.Header, body []byte, truncated bool, c *record.Call, respon
 	return nil
 }
 
+// v2Paths names a tensor list's fields in error messages, spelt out once
+// rather than built per tensor.
+type v2Paths struct {
+	list, name, datatype, shape, parameters, binaryDataSize string
+}
+
+var (
+	v2InputPaths  = newV2Paths("inputs")
+	v2OutputPaths = newV2Paths("outputs")
+)
+
+func newV2Paths(list string) v2Paths {
+	return v2Paths{
+		list:           list,
+		name:           list + ".name",
+		datatype:       list + ".datatype",
+		shape:          list + ".shape",
+		parameters:     list + ".parameters",
+		binaryDataSize: list + ".parameters.binary_data_size",
+	}
+}
+
 // v2Tensor reads one tensor object. What it read before an error is
 // returned with it, seen when any field was: a cut body still names its
 // tensors.
-func (w *jsonWalk) v2Tensor(what string) (v2Tensor, error) {
+func (w *jsonWalk) v2Tensor(what *v2Paths) (v2Tensor, error) {
 	t := v2Tensor{binarySize: -1, elems: -1}
-	err := w.object(what, func(key string) error {
+	err := w.object(what.list, func(key string) error {
 		var err error
 		known := true
 		switch key {
 		case "name":
-			t.Name, err = w.string(what + ".name")
+			t.Name, err = w.string(what.name)
 		case "datatype":
-			t.Datatype, err = w.string(what + ".datatype")
+			t.Datatype, err = w.string(what.datatype)
 		case "shape":
-			t.Shape, t.elems, t.shapeDone, err = w.shape(what + ".shape")
+			t.Shape, t.elems, t.shapeDone, err = w.shape(what.shape)
 			if !t.shapeDone {
 				t.Shape, t.elems = nil, -1
 			}
 		case "parameters":
-			err = w.object(what+".parameters", func(key string) error {
+			err = w.object(what.parameters, func(key string) error {
 				if key != "binary_data_size" {
 					return w.skip()
 				}
-				n, err := w.int64(what + ".parameters.binary_data_size")
+				n, err := w.int64(what.binaryDataSize)
 				if err == nil && n < 0 {
-					err = fmt.Errorf("%s.parameters.binary_data_size is negative", what)
+					err = fmt.Errorf("%s is negative", what.binaryDataSize)
 				}
 				t.binarySize = n
 				return err

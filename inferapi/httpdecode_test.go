@@ -233,3 +233,41 @@ func TestDecodeHTTPErrorContext(t *testing.T) {
 		t.Errorf("err = %v, want context and io.ErrUnexpectedEOF", err)
 	}
 }
+
+// TestDecodeV2Allocs holds the KServe v2 JSON decoder to the allocations
+// of what it keeps: a tensor's name (but Go makes one-byte strings for
+// free), its shape, and the record's tensor list. Keys, datatypes, numbers
+// and the lexer's state cost none: this decode runs on every call.
+func TestDecodeV2Allocs(t *testing.T) {
+	infer := HTTPRoute("POST", "/v2/models/m/infer", "")
+	for _, tc := range []struct {
+		name     string
+		body     string
+		response bool
+		want     float64
+	}{
+		{name: "flat data", body: `{"id":"1","inputs":[{"name":"input","shape":[1,4],"datatype":"FP32","data":[0.5,1,2e3,-4]}]}`, want: 3},
+		{name: "nested data", body: `{"inputs":[{"name":"input","shape":[2,2],"datatype":"INT64","parameters":{"binary_data_size":0,"x":[1]},"data":[[1,2],[3,4]]}]}`, want: 3},
+		{name: "two tensors", body: `{"inputs":[{"name":"a","shape":[1],"datatype":"BYTES","data":["x"]},{"name":"b","shape":[1],"datatype":"BOOL","data":[true]}]}`, want: 4}, // one-byte names are free; the list grows once
+		{name: "response", body: `{"model_name":"m","model_version":"1","outputs":[{"name":"p","shape":[1,2],"datatype":"FP32","data":[0.1,0.9]}]}`, response: true, want: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			decode := DecodeHTTPRequest
+			if tc.response {
+				decode = DecodeHTTPResponse
+			}
+			body := []byte(tc.body)
+			var c record.Call
+			if err := decode(infer, jsonType, body, false, &c); err != nil || c.InputCount+c.OutputCount == 0 {
+				t.Fatalf("decode: %v, record %+v", err, c)
+			}
+			got := testing.AllocsPerRun(50, func() {
+				c = record.Call{}
+				_ = decode(infer, jsonType, body, false, &c)
+			})
+			if got > tc.want {
+				t.Errorf("%.0f allocations a decode, want at most %.0f", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,9 +1,11 @@
 package inferapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"unicode/utf8"
 )
 
 // jsonLexer is the part of encoding/json's Decoder that jsonWalk uses —
@@ -19,10 +21,17 @@ import (
 // number that runs to the end of the input is taken whole, as the Decoder
 // takes it, and so is "1x" (the x is the next token's error).
 type jsonLexer struct {
-	src   []byte
-	pos   int
-	state []lexState // one per open container, innermost last
-	top   lexState   // the state outside any container
+	src []byte
+	pos int
+	// One state per open container, innermost last: the first ones in
+	// shallow, which spares an allocation per document, the rest in deep.
+	shallow [16]lexState
+	deep    []lexState
+	open    int      // containers open
+	top     lexState // the state outside any container
+	// general turns numericRun off, for the tests that hold the fast path
+	// to the general one.
+	general bool
 }
 
 type lexState uint8
@@ -45,11 +54,27 @@ const maxJSONDepth = 10000
 func newJSONLexer(src []byte) *jsonLexer { return &jsonLexer{src: src} }
 
 func (l *jsonLexer) cur() *lexState {
-	if n := len(l.state); n > 0 {
-		return &l.state[n-1]
+	switch n := l.open; {
+	case n > len(l.shallow):
+		return &l.deep[n-1-len(l.shallow)]
+	case n > 0:
+		return &l.shallow[n-1]
 	}
 	return &l.top
 }
+
+// push opens a container in state s.
+func (l *jsonLexer) push(s lexState) {
+	if l.open < len(l.shallow) {
+		l.shallow[l.open] = s
+	} else {
+		l.deep = append(l.deep[:l.open-len(l.shallow)], s)
+	}
+	l.open++
+}
+
+// pop closes the innermost container.
+func (l *jsonLexer) pop() { l.open-- }
 
 // InputOffset is the offset just past the last token read.
 func (l *jsonLexer) InputOffset() int64 { return int64(l.pos) }
@@ -100,43 +125,79 @@ func (l *jsonLexer) valueEnd() {
 // Token returns the next token: json.Delim for [ ] { }, string, json.Number,
 // bool or nil. Commas and colons are checked and consumed.
 func (l *jsonLexer) Token() (json.Token, error) {
+	t, err := l.next()
+	if err != nil {
+		return nil, err
+	}
+	return t.token(), nil
+}
+
+// rawToken is a token before Token puts it in an interface, which costs an
+// allocation for a string or number: kind is the delimiter byte, '"' for a
+// string (str, unescaped), '0' for a number (num, its bytes in the input),
+// or 't', 'f' or 'n' for a literal.
+type rawToken struct {
+	kind byte
+	str  string
+	num  []byte
+}
+
+// token is t as Token returns it.
+func (t rawToken) token() json.Token {
+	switch t.kind {
+	case '[', ']', '{', '}':
+		return json.Delim(t.kind)
+	case '"':
+		return t.str
+	case '0':
+		return json.Number(t.num)
+	case 't':
+		return true
+	case 'f':
+		return false
+	}
+	return nil
+}
+
+// next is Token without the interface.
+func (l *jsonLexer) next() (rawToken, error) {
 	for {
 		c, ok := l.skipSpace()
 		if !ok {
-			return nil, io.EOF
+			return rawToken{}, io.EOF
 		}
 		s := l.cur()
 		switch c {
 		case '[', '{':
 			if !l.valueAllowed() {
-				return nil, l.syntax("unexpected " + string(c))
+				return rawToken{}, l.syntax("unexpected " + string(c))
 			}
 			l.pos++
 			next := lexArrayStart
 			if c == '{' {
 				next = lexObjStart
 			}
-			l.state = append(l.state, next)
-			return json.Delim(c), nil
+			l.push(next)
+			return rawToken{kind: c}, nil
 		case ']':
 			if *s != lexArrayStart && *s != lexArrayComma {
-				return nil, l.syntax("unexpected ]")
+				return rawToken{}, l.syntax("unexpected ]")
 			}
 			l.pos++
-			l.state = l.state[:len(l.state)-1]
+			l.pop()
 			l.valueEnd()
-			return json.Delim(c), nil
+			return rawToken{kind: c}, nil
 		case '}':
 			if *s != lexObjStart && *s != lexObjComma {
-				return nil, l.syntax("unexpected }")
+				return rawToken{}, l.syntax("unexpected }")
 			}
 			l.pos++
-			l.state = l.state[:len(l.state)-1]
+			l.pop()
 			l.valueEnd()
-			return json.Delim(c), nil
+			return rawToken{kind: c}, nil
 		case ':':
 			if *s != lexObjColon {
-				return nil, l.syntax("unexpected :")
+				return rawToken{}, l.syntax("unexpected :")
 			}
 			l.pos++
 			*s = lexObjValue
@@ -148,7 +209,7 @@ func (l *jsonLexer) Token() (json.Token, error) {
 			case lexObjComma:
 				*s = lexObjKey
 			default:
-				return nil, l.syntax("unexpected ,")
+				return rawToken{}, l.syntax("unexpected ,")
 			}
 			l.pos++
 			continue
@@ -156,18 +217,18 @@ func (l *jsonLexer) Token() (json.Token, error) {
 			if *s == lexObjStart || *s == lexObjKey {
 				str, err := l.str()
 				if err != nil {
-					return nil, err
+					return rawToken{}, err
 				}
 				*s = lexObjColon
-				return str, nil
+				return rawToken{kind: '"', str: str}, nil
 			}
 		}
 		if !l.valueAllowed() {
-			return nil, l.syntax("unexpected " + quoteByte(c))
+			return rawToken{}, l.syntax("unexpected " + quoteByte(c))
 		}
 		start := l.pos
 		if err := l.scalar(); err != nil {
-			return nil, err
+			return rawToken{}, err
 		}
 		l.valueEnd()
 		return l.scalarToken(start)
@@ -243,6 +304,9 @@ func (l *jsonLexer) array(depth int) error {
 		return nil
 	}
 	for {
+		if !l.general && l.numericRun(depth) {
+			return nil
+		}
 		if err := l.value(depth); err != nil {
 			return err
 		}
@@ -311,6 +375,141 @@ func (l *jsonLexer) object(depth int) error {
 	}
 }
 
+// Byte classes for numericRun.
+const (
+	clsOther = iota
+	clsSpace
+	clsDigit
+	clsComma
+	clsOpen  // [
+	clsClose // ]
+)
+
+var byteClass = [256]uint8{
+	' ': clsSpace, '\t': clsSpace, '\r': clsSpace, '\n': clsSpace,
+	'0': clsDigit, '1': clsDigit, '2': clsDigit, '3': clsDigit, '4': clsDigit,
+	'5': clsDigit, '6': clsDigit, '7': clsDigit, '8': clsDigit, '9': clsDigit,
+	',': clsComma, '[': clsOpen, ']': clsClose,
+}
+
+// maxRunNest bounds the arrays numericRun opens within an element: a
+// failure inside one sends the element back to array, which scans it
+// again, so the bound keeps every byte to a few scans however deep the
+// nesting.
+const maxRunNest = 4
+
+// numericRun is array's fast path for tensor data. From pos, at the start
+// of an element of an array depth deep, it passes over elements that are
+// numbers or arrays of them (nested up to maxRunNest) in one loop, with no
+// call per element. It commits pos only after each element's comma, and
+// reports true when it has also passed the array's closing ']'. Anything
+// else — a string, object or literal, a number it cannot vouch for, bad
+// punctuation, the end of the input — stops it at the start of that
+// element, to be read by the general path, which so meets every error at
+// the offset, and with the message, it always has.
+func (l *jsonLexer) numericRun(depth int) bool {
+	src := l.src
+	i := l.pos
+	nest := 0 // arrays open within the current element
+	for {
+		// A value: skip space, then '[' or a number.
+		for i < len(src) && byteClass[src[i]] == clsSpace {
+			i++
+		}
+		if i >= len(src) {
+			return false
+		}
+		c := src[i]
+		if c == '[' {
+			if nest == maxRunNest || depth+nest+1 > maxJSONDepth {
+				return false
+			}
+			nest++
+			i++
+			for i < len(src) && byteClass[src[i]] == clsSpace {
+				i++
+			}
+			if i < len(src) && src[i] == ']' {
+				nest--
+				i++
+				goto after
+			}
+			continue
+		}
+		// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+		if c == '-' {
+			i++
+			if i >= len(src) {
+				return false
+			}
+			c = src[i]
+		}
+		switch {
+		case c == '0':
+			i++
+		case c >= '1' && c <= '9':
+			i = skipDigits(src, i+1)
+		default:
+			return false
+		}
+		if i < len(src) && src[i] == '.' {
+			i++
+			start := i
+			if i = skipDigits(src, i); i == start {
+				return false
+			}
+		}
+		if i < len(src) && (src[i] == 'e' || src[i] == 'E') {
+			i++
+			if i < len(src) && (src[i] == '+' || src[i] == '-') {
+				i++
+			}
+			start := i
+			if i = skipDigits(src, i); i == start {
+				return false
+			}
+		}
+	after:
+		// After a value: ',' for the next one, or ']' to close an array.
+		for {
+			for i < len(src) && byteClass[src[i]] == clsSpace {
+				i++
+			}
+			if i >= len(src) {
+				return false
+			}
+			switch byteClass[src[i]] {
+			case clsComma:
+				i++
+				if nest == 0 {
+					l.pos = i // an element and its comma are through
+				}
+			case clsClose:
+				i++
+				if nest == 0 {
+					l.pos = i
+					return true
+				}
+				nest--
+				continue // the closed array was a value
+			default:
+				return false
+			}
+			break
+		}
+	}
+}
+
+// skipDigits returns the index of the first byte from i on that is not an
+// ASCII digit. (Eight bytes a step, by SWAR arithmetic, measured twice as
+// slow on tensor data, whose digit runs are short.)
+func skipDigits(src []byte, i int) int {
+	for i < len(src) && byteClass[src[i]] == clsDigit {
+		i++
+	}
+	return i
+}
+
 // skipString passes over a string whose opening quote is at pos, checking
 // its escapes and that it holds no control characters.
 func (l *jsonLexer) skipString() error {
@@ -370,11 +569,88 @@ func (l *jsonLexer) str() (string, error) {
 	if err := l.skipString(); err != nil {
 		return "", err
 	}
+	return l.unquote(l.src[start:l.pos])
+}
+
+// unquote unescapes a string that skipString passed. Without escapes or
+// invalid UTF-8 the string is its bytes, as encoding/json has it, and
+// json.Unmarshal, with its allocations, is needed only for the rest.
+func (l *jsonLexer) unquote(b []byte) (string, error) {
+	if in := b[1 : len(b)-1]; bytes.IndexByte(in, '\\') < 0 && utf8.Valid(in) {
+		if s, ok := knownString(in); ok {
+			return s, nil
+		}
+		return string(in), nil
+	}
 	var s string
-	if err := json.Unmarshal(l.src[start:l.pos], &s); err != nil {
+	if err := json.Unmarshal(b, &s); err != nil {
 		return "", l.syntax("string")
 	}
 	return s, nil
+}
+
+// knownString returns the constant for a key or value common in the
+// bodies the decoders read, so that reading it allocates nothing (the
+// switch converts without copying).
+func knownString(b []byte) (string, bool) {
+	switch string(b) {
+	case "inputs":
+		return "inputs", true
+	case "outputs":
+		return "outputs", true
+	case "name":
+		return "name", true
+	case "shape":
+		return "shape", true
+	case "datatype":
+		return "datatype", true
+	case "data":
+		return "data", true
+	case "parameters":
+		return "parameters", true
+	case "binary_data_size":
+		return "binary_data_size", true
+	case "model_name":
+		return "model_name", true
+	case "model_version":
+		return "model_version", true
+	case "id":
+		return "id", true
+	case "instances":
+		return "instances", true
+	case "predictions":
+		return "predictions", true
+	// KServe v2 datatypes
+	case "BOOL":
+		return "BOOL", true
+	case "UINT8":
+		return "UINT8", true
+	case "UINT16":
+		return "UINT16", true
+	case "UINT32":
+		return "UINT32", true
+	case "UINT64":
+		return "UINT64", true
+	case "INT8":
+		return "INT8", true
+	case "INT16":
+		return "INT16", true
+	case "INT32":
+		return "INT32", true
+	case "INT64":
+		return "INT64", true
+	case "FP16":
+		return "FP16", true
+	case "BF16":
+		return "BF16", true
+	case "FP32":
+		return "FP32", true
+	case "FP64":
+		return "FP64", true
+	case "BYTES":
+		return "BYTES", true
+	}
+	return "", false
 }
 
 // scalar passes over a string, number or literal at pos.
@@ -470,23 +746,19 @@ func (l *jsonLexer) number() error {
 }
 
 // scalarToken turns the scalar read from start into its token.
-func (l *jsonLexer) scalarToken(start int) (json.Token, error) {
+func (l *jsonLexer) scalarToken(start int) (rawToken, error) {
 	b := l.src[start:l.pos]
 	switch b[0] {
 	case '"':
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return nil, l.syntax("string")
+		s, err := l.unquote(b)
+		if err != nil {
+			return rawToken{}, err
 		}
-		return s, nil
-	case 't':
-		return true, nil
-	case 'f':
-		return false, nil
-	case 'n':
-		return nil, nil
+		return rawToken{kind: '"', str: s}, nil
+	case 't', 'f', 'n':
+		return rawToken{kind: b[0]}, nil
 	}
-	return json.Number(b), nil
+	return rawToken{kind: '0', num: b}, nil
 }
 
 func isHex(c byte) bool {

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -23,22 +25,31 @@ func errClass(err error) string {
 
 // compareWithDecoder walks data with encoding/json's Decoder and with
 // jsonLexer side by side, skipping a value where the bits of skips say so,
-// and fails at the first token, offset or error class that differs.
+// and fails at the first token, offset or error class that differs. A
+// third walker, the lexer without its numericRun fast path, must agree
+// with the lexer exactly: the same errors, word for word, at the same
+// offsets.
 func compareWithDecoder(t *testing.T, data []byte, skips uint64) {
 	t.Helper()
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	lex := newJSONLexer(data)
+	slow := newJSONLexer(data)
+	slow.general = true
 	for step := 0; step < 1<<14; step++ {
 		skip := skips>>(step%64)&1 == 1
-		var want, got json.Token
-		var werr, gerr error
+		var want, got, gen json.Token
+		var werr, gerr, serr error
 		if skip {
 			var raw json.RawMessage
-			werr, gerr = dec.Decode(&raw), lex.Skip()
+			werr, gerr, serr = dec.Decode(&raw), lex.Skip(), slow.Skip()
 		} else {
 			want, werr = dec.Token()
 			got, gerr = lex.Token()
+			gen, serr = slow.Token()
+		}
+		if fmt.Sprint(gerr) != fmt.Sprint(serr) || lex.InputOffset() != slow.InputOffset() || !reflect.DeepEqual(got, gen) {
+			t.Fatalf("step %d (skip %v) of %q: fast path %v at %d, general path %v at %d", step, skip, data, gerr, lex.InputOffset(), serr, slow.InputOffset())
 		}
 		if errClass(werr) != errClass(gerr) {
 			t.Fatalf("step %d (skip %v) of %q: Decoder %v, lexer %v", step, skip, data, werr, gerr)
@@ -91,6 +102,48 @@ func TestJSONLexerMatchesDecoder(t *testing.T) {
 		{`]`, 0},
 		{``, 1},
 		{`   `, 0},
+		// numericRun, the fast path for arrays of numbers, and where it
+		// hands over to the general path.
+		{`[ 0 , -0.5 ,1e5,2E-3, 3e+0 , [ ] , [[1, 2], [ -3 ]] ]`, 1},
+		{`{"d":[[[[[[[1,2],[3]]]]]]],"e":[[[[[[[[[[1]]]]]]]]]]}`, 0b1010},
+		{`[1,2,"x",3,[4,"y"],[[5]],true,null,{"a":[6]},7]`, 1},
+		{`[1,2,"x",3,[4,"y"],[[5]],true,null,{"a":[6]},7]`, 0b1011011},
+		{`[1,2,-]`, 1},
+		{`[1,2,-x]`, 1},
+		{`[1,2,1.]`, 1},
+		{`[1,2,1.e3]`, 1},
+		{`[1,2,1e]`, 1},
+		{`[1,2,1e+]`, 1},
+		{`[1,2,00]`, 1},
+		{`[1,2,-01]`, 1},
+		{`[1,2,.5]`, 1},
+		{`[1,2,+5]`, 1},
+		{`[1,2 3]`, 1},
+		{`[1,2,,3]`, 1},
+		{`[1,[2,],3]`, 1},
+		{`[1,[2 3],3]`, 1},
+		{`[[1],[2]]]`, 1},
+		{`[[1],[2],`, 1},
+		{`[[1],[2`, 1},
+		{`[[1],[2.`, 1},
+		{`[[1],[2e`, 1},
+		{`[[1],[-`, 1},
+		{`[[1],[2]   `, 1},
+		{"[1,\x002]", 1},
+		{"[1,\u00a02]", 1},
+		{strings.Repeat(`[`, maxJSONDepth) + `1` + strings.Repeat(`]`, maxJSONDepth), 1},
+		{strings.Repeat(`[`, maxJSONDepth+1) + `1` + strings.Repeat(`]`, maxJSONDepth+1), 1},
+		{`[` + strings.Repeat(`[1,`, maxJSONDepth) + `2` + strings.Repeat(`]`, maxJSONDepth) + `]`, 1},
+		// Strings: plain, escaped, non-ASCII, invalid UTF-8, and the
+		// interned words as keys and as values.
+		{`{"FP32":"FP32","inputs":"\u0046P32","dat\u0061":"é","\u00e9":"data","BYTES":["BYTES","BYTE"]}`, 0},
+		{`{"FP32":"FP32","inputs":"\u0046P32","dat\u0061":"é","\u00e9":"data","BYTES":["BYTES","BYTE"]}`, 0b100100},
+		{"{\"a\":\"\xed\xa0\x80\",\"\xc3\":\"\xf4\x90\x80\x80\",\"n\xffme\":\"a\xfe\",\"FP\xc332\":1}", 0},
+		// Token past the lexer's shallow state stack, and back.
+		{strings.Repeat(`[{"a":`, 20) + `1` + strings.Repeat(`}]`, 20) + strings.Repeat(`[`, 30) + strings.Repeat(`]`, 30), 0},
+		{strings.Repeat(`[{"a":`, 20) + `1` + strings.Repeat(`}]`, 20), 0x5555555555555555},
+		{strings.Repeat(`{"a":[`, 20) + `"x"` + strings.Repeat(`],"b":2}`, 20), 0},
+		{strings.Repeat(`{"a":[`, 20) + `1` + strings.Repeat(`]]`, 20), 0},
 	} {
 		compareWithDecoder(t, []byte(tc.data), tc.skips)
 	}

@@ -35,12 +35,12 @@ func (w *jsonWalk) peek() byte {
 
 // object reads an object, calling fn with each key; fn must read the value.
 func (w *jsonWalk) object(what string, fn func(key string) error) error {
-	tok, err := w.dec.Token()
+	t, err := w.dec.next()
 	if err != nil {
 		return err
 	}
-	if tok != json.Delim('{') {
-		return fmt.Errorf("%s: want an object, got %s", what, tokenKind(tok))
+	if t.kind != '{' {
+		return fmt.Errorf("%s: want an object, got %s", what, tokenKind(t.token()))
 	}
 	return w.members(fn)
 }
@@ -48,28 +48,27 @@ func (w *jsonWalk) object(what string, fn func(key string) error) error {
 // members reads the rest of an object whose '{' was read.
 func (w *jsonWalk) members(fn func(key string) error) error {
 	for w.dec.More() {
-		tok, err := w.dec.Token()
+		t, err := w.dec.next()
 		if err != nil {
 			return err
 		}
-		key, _ := tok.(string) // the decoder allows only string keys
-		if err := fn(key); err != nil {
+		if err := fn(t.str); err != nil { // the decoder allows only string keys
 			return err
 		}
 	}
-	_, err := w.dec.Token()
+	_, err := w.dec.next()
 	return err
 }
 
 // array reads an array, calling fn before each element; fn must read it. It
 // returns how many elements it saw, complete or not.
 func (w *jsonWalk) array(what string, fn func(i int) error) (int, error) {
-	tok, err := w.dec.Token()
+	t, err := w.dec.next()
 	if err != nil {
 		return 0, err
 	}
-	if tok != json.Delim('[') {
-		return 0, fmt.Errorf("%s: want an array, got %s", what, tokenKind(tok))
+	if t.kind != '[' {
+		return 0, fmt.Errorf("%s: want an array, got %s", what, tokenKind(t.token()))
 	}
 	return w.elements(fn)
 }
@@ -83,7 +82,7 @@ func (w *jsonWalk) elements(fn func(i int) error) (int, error) {
 		}
 		n++
 	}
-	_, err := w.dec.Token()
+	_, err := w.dec.next()
 	return n, err
 }
 
@@ -113,15 +112,14 @@ func (w *jsonWalk) skipFrom(tok json.Token) error {
 
 // string reads a string, kept to maxField bytes: it may become a label.
 func (w *jsonWalk) string(what string) (string, error) {
-	tok, err := w.dec.Token()
+	t, err := w.dec.next()
 	if err != nil {
 		return "", err
 	}
-	s, ok := tok.(string)
-	if !ok {
-		return "", fmt.Errorf("%s: want a string, got %s", what, tokenKind(tok))
+	if t.kind != '"' {
+		return "", fmt.Errorf("%s: want a string, got %s", what, tokenKind(t.token()))
 	}
-	return clipField(s), nil
+	return clipField(t.str), nil
 }
 
 // clipField keeps a string to maxField bytes, dropping a rune cut in two.
@@ -134,17 +132,16 @@ func clipField(s string) string {
 
 // int64 reads an integer.
 func (w *jsonWalk) int64(what string) (int64, error) {
-	tok, err := w.dec.Token()
+	t, err := w.dec.next()
 	if err != nil {
 		return 0, err
 	}
-	num, ok := tok.(json.Number)
-	if !ok {
-		return 0, fmt.Errorf("%s: want an integer, got %s", what, tokenKind(tok))
+	if t.kind != '0' {
+		return 0, fmt.Errorf("%s: want an integer, got %s", what, tokenKind(t.token()))
 	}
-	n, err := strconv.ParseInt(string(num), 10, 64)
+	n, err := strconv.ParseInt(string(t.num), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%s: want an integer, got %.32s", what, num)
+		return 0, fmt.Errorf("%s: want an integer, got %.32s", what, t.num)
 	}
 	return n, nil
 }
@@ -153,18 +150,24 @@ func (w *jsonWalk) int64(what string) (int64, error) {
 // the array closed; elems is the product of all dimensions, -1 when one is
 // negative (dynamic) or the product overflows.
 func (w *jsonWalk) shape(what string) (dims []int64, elems int64, done bool, err error) {
+	var kept [maxDims]int64 // gathered here, then copied once
+	n := 0
 	elems = 1
 	_, err = w.array(what, func(int) error {
 		d, err := w.int64(what)
 		if err != nil {
 			return err
 		}
-		if len(dims) < maxDims {
-			dims = append(dims, d)
+		if n < maxDims {
+			kept[n] = d
+			n++
 		}
 		elems = mulElems(elems, d)
 		return nil
 	})
+	if n > 0 {
+		dims = append([]int64(nil), kept[:n]...)
+	}
 	return dims, elems, err == nil, err
 }
 
