@@ -192,6 +192,11 @@ func (w *response) Write(p []byte) (int, error) {
 		_, err = bw.WriteString("\r\n")
 	}
 	w.written += int64(n)
+	if err == nil && w.written == w.length {
+		// The whole body is here: the client gets it now, not after the
+		// handler's bookkeeping (the record, the pool hand-back).
+		err = bw.Flush()
+	}
 	if err != nil {
 		w.err = err
 	}
