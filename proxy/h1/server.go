@@ -115,6 +115,9 @@ func (s *Server) ServeConn(nc net.Conn) {
 			return
 		}
 		nc.SetReadDeadline(time.Time{})
+		if cap(c.head) > 64<<10 {
+			c.head = nil // one huge head does not pin its buffer for the connection's life
+		}
 		if !c.serve(ctx, req) {
 			return
 		}
