@@ -523,11 +523,7 @@ func (s *Sidecar) Start(ctx context.Context) error {
 	s.runModelPollers(ctx)
 	go func() { s.serveErr <- s.server.Serve() }()
 	for i, a := range s.server.Addrs() {
-		plane := config.DataPlaneStdlib
-		if s.cfg.Routes[i].Protocol == "grpc" {
-			plane = s.cfg.DataPlane
-		}
-		s.logger.Info("proxying", "route", s.cfg.Routes[i].Name, "protocol", s.cfg.Routes[i].Protocol, "listen", a.String(), "upstream", s.cfg.Routes[i].Upstream, "data_plane", plane)
+		s.logger.Info("proxying", "route", s.cfg.Routes[i].Name, "protocol", s.cfg.Routes[i].Protocol, "listen", a.String(), "upstream", s.cfg.Routes[i].Upstream, "data_plane", s.cfg.DataPlane)
 	}
 	s.logger.Info("admin endpoints", "url", "http://"+al.Addr().String()+"/")
 	return nil
