@@ -270,8 +270,8 @@ func NewHTTP1Plane(h *Handler) *h1.Server {
 	return &h1.Server{
 		Handler:           h,
 		Logger:            h.o.Logger,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
 		ConnContext:       withConn,
 	}
 }

@@ -96,6 +96,12 @@ func (s *Server) Serve() error {
 	return <-errc
 }
 
+// Client connection limits, the same on both data planes.
+const (
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 2 * time.Minute
+)
+
 func newHTTPServer(l Listener, logger *slog.Logger) *http.Server {
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
@@ -107,8 +113,8 @@ func newHTTPServer(l Listener, logger *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           l.Handler,
 		Protocols:         p,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
 		ConnContext:       withConn,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 		HTTP2: &http.HTTP2Config{

@@ -9,8 +9,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 )
 
@@ -31,49 +29,31 @@ func TestSoakHTTP(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr}
 	n := soakCalls
-	const workers = 16
-	var next, differ atomic.Int64
-	var mu sync.Mutex
-	var first []string
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(n) {
-					return
-				}
-				r := rand.New(rand.NewPCG(uint64(i), 11))
-				method, path, hdr, body, chunked := soakHTTPCall(r)
-				a, errA := soakHTTPDo(c, method, "http://"+up+path, hdr, body, chunked)
-				b, errB := soakHTTPDo(c, method, "http://"+h.addr+path, hdr, body, chunked)
-				var err error
-				switch {
-				case errA != nil || errB != nil:
-					err = fmt.Errorf("direct: %v, proxied: %v", errA, errB)
-				case a.status != b.status:
-					err = fmt.Errorf("status %d, proxied %d", a.status, b.status)
-				case headerString(a.header) != headerString(b.header):
-					err = fmt.Errorf("fields\n%s\nproxied\n%s", headerString(a.header), headerString(b.header))
-				case headerString(a.trailer) != headerString(b.trailer):
-					err = fmt.Errorf("trailers %q, proxied %q", a.trailer, b.trailer)
-				case !bytes.Equal(a.body, b.body):
-					err = fmt.Errorf("bodies of %d and %d bytes differ", len(a.body), len(b.body))
-				}
-				if err != nil {
-					differ.Add(1)
-					mu.Lock()
-					if len(first) < 5 {
-						first = append(first, fmt.Sprintf("call %d %s %s: %v", i, method, path, err))
-					}
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if d := differ.Load(); d > 0 {
-		t.Errorf("%d of %d HTTP calls differed through the proxy (%s plane); first: %v", d, n, testDataPlane(), first)
+	differ, first := soak(n, func(i int) error {
+		r := rand.New(rand.NewPCG(uint64(i), 11))
+		method, path, hdr, body, chunked := soakHTTPCall(r)
+		a, errA := soakHTTPDo(c, method, "http://"+up+path, hdr, body, chunked)
+		b, errB := soakHTTPDo(c, method, "http://"+h.addr+path, hdr, body, chunked)
+		var err error
+		switch {
+		case errA != nil || errB != nil:
+			err = fmt.Errorf("direct: %v, proxied: %v", errA, errB)
+		case a.status != b.status:
+			err = fmt.Errorf("status %d, proxied %d", a.status, b.status)
+		case headerString(a.header) != headerString(b.header):
+			err = fmt.Errorf("fields\n%s\nproxied\n%s", headerString(a.header), headerString(b.header))
+		case headerString(a.trailer) != headerString(b.trailer):
+			err = fmt.Errorf("trailers %q, proxied %q", a.trailer, b.trailer)
+		case !bytes.Equal(a.body, b.body):
+			err = fmt.Errorf("bodies of %d and %d bytes differ", len(a.body), len(b.body))
+		}
+		if err != nil {
+			return fmt.Errorf("call %d %s %s: %w", i, method, path, err)
+		}
+		return nil
+	})
+	if differ > 0 {
+		t.Errorf("%d of %d HTTP calls differed through the proxy (%s plane); first: %v", differ, n, testDataPlane(), first)
 	}
 	recs := h.waitRecords(n)
 	if len(recs) != n {

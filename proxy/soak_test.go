@@ -27,37 +27,17 @@ func TestSoakMixed(t *testing.T) {
 	h := newHarness(t, up, true)
 	direct, proxied := dial(t, up), dial(t, h.addr)
 	n := soakCalls
-	const workers = 16
-	var next, differ atomic.Int64
-	var mu sync.Mutex
-	var first []string
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(n) {
-					return
-				}
-				method, md, in := soakCall(rand.New(rand.NewPCG(uint64(i), 7)))
-				a := doCall(context.Background(), direct, method, md, in)
-				b := doCall(context.Background(), proxied, method, md, in)
-				if err := a.equal(b); err != nil {
-					differ.Add(1)
-					mu.Lock()
-					if len(first) < 5 {
-						first = append(first, fmt.Sprintf("call %d %s: %v", i, method, err))
-					}
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if d := differ.Load(); d > 0 {
-		t.Errorf("%d of %d calls differed through the proxy (%s plane); first: %v", d, n, testDataPlane(), first)
+	differ, first := soak(n, func(i int) error {
+		method, md, in := soakCall(rand.New(rand.NewPCG(uint64(i), 7)))
+		a := doCall(context.Background(), direct, method, md, in)
+		b := doCall(context.Background(), proxied, method, md, in)
+		if err := a.equal(b); err != nil {
+			return fmt.Errorf("call %d %s: %w", i, method, err)
+		}
+		return nil
+	})
+	if differ > 0 {
+		t.Errorf("%d of %d calls differed through the proxy (%s plane); first: %v", differ, n, testDataPlane(), first)
 	}
 	recs := h.waitRecords(n)
 	if len(recs) != n {
@@ -67,6 +47,30 @@ func TestSoakMixed(t *testing.T) {
 		t.Errorf("%d records dropped", dropped)
 	}
 	t.Logf("%d calls through the %s plane, each byte-identical to direct", n, testDataPlane())
+}
+
+// soak runs call(0..n-1) from 16 workers and returns how many failed and
+// the first five errors.
+func soak(n int, call func(i int) error) (failed int64, first []error) {
+	var next, differ atomic.Int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				if err := call(i); err != nil {
+					differ.Add(1)
+					mu.Lock()
+					if len(first) < 5 {
+						first = append(first, err)
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return differ.Load(), first
 }
 
 // soakCall draws one call: its method, metadata and request messages.

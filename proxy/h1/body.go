@@ -1,6 +1,7 @@
 package h1
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"io"
@@ -13,9 +14,6 @@ import (
 // dropped to keep the connection; beyond it the connection closes
 // (net/http's maxPostHandlerReadBytes).
 const maxDrainBytes = 256 << 10
-
-// maxChunkLine bounds a chunk-size line with its extensions.
-const maxChunkLine = 4096
 
 var (
 	errBodyAfterClose = errors.New("h1: read of a closed request body")
@@ -146,7 +144,7 @@ func (b *body) chunkSize() (int64, error) {
 	if err != nil {
 		return 0, chunkErr(err)
 	}
-	if len(line) > maxChunkLine || len(line) < 2 || line[len(line)-2] != '\r' {
+	if len(line) < 2 || line[len(line)-2] != '\r' {
 		return 0, errChunk
 	}
 	line = line[:len(line)-2]
@@ -196,8 +194,7 @@ func (b *body) readTrailer() error {
 			return errChunk
 		}
 		k := http.CanonicalHeaderKey(string(line[:colon]))
-		switch k {
-		case "Transfer-Encoding", "Trailer", "Content-Length", "Host":
+		if framingField(k) {
 			continue // framing fields have no place in a trailer
 		}
 		if b.trailer == nil {
@@ -211,14 +208,16 @@ func (b *body) readTrailer() error {
 	}
 }
 
+// chunkErr is the body's error for a failed chunk-framing line read: a
+// line longer than the read buffer is malformed, the end of input is early.
 func chunkErr(err error) error {
-	if err == io.EOF {
+	switch {
+	case errors.Is(err, bufio.ErrBufferFull):
+		return errChunk
+	case err == io.EOF:
 		return io.ErrUnexpectedEOF
 	}
-	if err != nil && !isEOF(err) {
-		return err
-	}
-	return errChunk
+	return err
 }
 
 // broken says the body's framing failed: the connection cannot go on.

@@ -280,8 +280,7 @@ func declaredTrailers(vv []string) (http.Header, error) {
 				return nil, badRequest("invalid trailer name")
 			}
 			k := http.CanonicalHeaderKey(name)
-			switch k {
-			case "Transfer-Encoding", "Trailer", "Content-Length", "Host":
+			if framingField(k) {
 				return nil, badRequest("forbidden trailer " + k)
 			}
 			if tr == nil {
@@ -296,19 +295,17 @@ func declaredTrailers(vv []string) (http.Header, error) {
 // wantsClose says the client asked the connection to end after this
 // request: "Connection: close", or HTTP/1.0 without keep-alive.
 func wantsClose(conn []string, minor int) bool {
-	keepAlive := false
-	for _, v := range conn {
-		for t := range strings.SplitSeq(v, ",") {
-			t = strings.TrimSpace(t)
-			if strings.EqualFold(t, "close") {
-				return true
-			}
-			if strings.EqualFold(t, "keep-alive") {
-				keepAlive = true
-			}
-		}
+	return hasToken(conn, "close") || (minor == 0 && !hasToken(conn, "keep-alive"))
+}
+
+// framingField says a field may not be a trailer: it frames or routes the
+// message (RFC 9110 §6.5.1).
+func framingField(k string) bool {
+	switch k {
+	case "Transfer-Encoding", "Trailer", "Content-Length", "Host":
+		return true
 	}
-	return minor == 0 && !keepAlive
+	return false
 }
 
 // tokenChars are the bytes of an RFC 9110 token (tchar).

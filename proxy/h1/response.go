@@ -141,7 +141,7 @@ func (w *response) sendHead(done bool) {
 	}
 	// A client still waiting for 100 Continue sends its body only if asked:
 	// the connection cannot carry another request.
-	if w.req.Close || bodyBroken || (w.expect && !w.continued) || w.c.srv.shuttingDown() || hasToken(h["Connection"], "close") {
+	if w.req.Close || bodyBroken || (w.expect && !w.continued) || w.c.srv.closing.Load() || hasToken(h["Connection"], "close") {
 		w.closeAfter = true
 	}
 	switch {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -38,9 +39,9 @@ type Server struct {
 	// ConnContext, if set, derives each connection's base context.
 	ConnContext func(context.Context, net.Conn) context.Context
 
+	closing atomic.Bool
 	mu      sync.Mutex
-	conns   map[*conn]connState
-	closing bool
+	conns   map[*conn]struct{}
 	gone    chan struct{} // signalled when a connection ends during shutdown
 }
 
@@ -60,6 +61,7 @@ var (
 type conn struct {
 	srv    *Server
 	nc     net.Conn
+	state  atomic.Uint32 // a connState
 	cr     *connReader
 	br     *bufio.Reader
 	bw     *bufio.Writer
@@ -73,7 +75,7 @@ type conn struct {
 // server shuts down. It closes c.
 func (s *Server) ServeConn(nc net.Conn) {
 	c := &conn{srv: s, nc: nc, remote: nc.RemoteAddr().String()}
-	if !s.setState(c, stateIdle) {
+	if !s.track(c) {
 		nc.Close()
 		return
 	}
@@ -201,47 +203,45 @@ func (s *Server) logger() *slog.Logger {
 	return slog.Default()
 }
 
-func (s *Server) idleTimeout() time.Duration {
-	if s.IdleTimeout > 0 {
-		return s.IdleTimeout
-	}
-	return defaultIdleTimeout
-}
-
+func (s *Server) idleTimeout() time.Duration { return orDefault(s.IdleTimeout, defaultIdleTimeout) }
 func (s *Server) readHeaderTimeout() time.Duration {
-	if s.ReadHeaderTimeout > 0 {
-		return s.ReadHeaderTimeout
+	return orDefault(s.ReadHeaderTimeout, defaultReadHeaderTimeout)
+}
+func (s *Server) maxHeaderBytes() int       { return orDefault(s.MaxHeaderBytes, defaultMaxHeaderBytes) }
+func (s *Server) watchAfter() time.Duration { return orDefault(s.WatchAfter, defaultWatchAfter) }
+
+// orDefault is v when set (positive), else d.
+func orDefault[T int | time.Duration](v, d T) T {
+	if v > 0 {
+		return v
 	}
-	return defaultReadHeaderTimeout
+	return d
 }
 
-func (s *Server) maxHeaderBytes() int {
-	if s.MaxHeaderBytes > 0 {
-		return s.MaxHeaderBytes
+// track registers c (false: the server is shutting down, c must not be
+// served). The registry changes only when a connection starts or ends; a
+// request's state changes are atomics, so no lock is shared between
+// connections on the per-request path.
+func (s *Server) track(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing.Load() {
+		return false
 	}
-	return defaultMaxHeaderBytes
-}
-
-func (s *Server) watchAfter() time.Duration {
-	if s.WatchAfter > 0 {
-		return s.WatchAfter
+	if s.conns == nil {
+		s.conns = make(map[*conn]struct{})
 	}
-	return defaultWatchAfter
+	s.conns[c] = struct{}{}
+	return true
 }
 
 // setState records c's state; false means the server is shutting down and
 // c must end (an idle connection at once, an active one after its call).
+// The state is stored before closing is read, and Shutdown sets closing
+// before it reads the states: one of the two always sees the other.
 func (s *Server) setState(c *conn, st connState) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closing {
-		return false
-	}
-	if s.conns == nil {
-		s.conns = make(map[*conn]connState)
-	}
-	s.conns[c] = st
-	return true
+	c.state.Store(uint32(st))
+	return !s.closing.Load()
 }
 
 func (s *Server) forget(c *conn) {
@@ -256,23 +256,15 @@ func (s *Server) forget(c *conn) {
 	s.mu.Unlock()
 }
 
-// closing reports whether Shutdown has begun; a response then asks the
-// client to close its connection.
-func (s *Server) shuttingDown() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closing
-}
-
 // Shutdown closes idle connections, lets each active one finish its call
 // (its response says Connection: close) and waits for them until ctx ends;
 // then it closes what is left and returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	s.closing = true
+	s.closing.Store(true)
 	s.gone = make(chan struct{}, 1)
-	for c, st := range s.conns {
-		if st == stateIdle {
+	for c := range s.conns {
+		if connState(c.state.Load()) == stateIdle {
 			c.nc.Close()
 		}
 	}
