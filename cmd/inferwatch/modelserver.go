@@ -59,8 +59,9 @@ func faultFlags(fs *flag.FlagSet) func() (modelserver.Faults, error) {
 	spikeExtra := fs.Duration("spike-extra", 50*time.Millisecond, "latency each inference gains during a spike")
 	leak := fs.String("inject-leak", "", "memory leaked per second, e.g. 1MiB")
 	neighbour := fs.Float64("inject-neighbour", 0, "cores' worth of CPU a noisy neighbour burns, e.g. 1")
+	neighbourAfter := fs.Duration("neighbour-after", 0, "start the neighbour this long after the server (a baseline before it)")
 	return func() (modelserver.Faults, error) {
-		f := modelserver.Faults{SpikeEvery: *spike, SpikeFor: *spikeFor, SpikeExtra: *spikeExtra, NeighbourCPUs: *neighbour}
+		f := modelserver.Faults{SpikeEvery: *spike, SpikeFor: *spikeFor, SpikeExtra: *spikeExtra, NeighbourCPUs: *neighbour, NeighbourAfter: *neighbourAfter}
 		if *leak != "" {
 			n, err := parseBytes(*leak)
 			if err != nil {

@@ -25,8 +25,20 @@ func (s *Server) startFaults() {
 	if cpus := s.faults.NeighbourCPUs; cpus > 0 {
 		n := int(math.Ceil(cpus))
 		duty := cpus / float64(n)
+		after := s.faults.NeighbourAfter
 		for range n {
-			s.bg.Go(func() { s.neighbour.burn(duty, s.stop) })
+			s.bg.Go(func() {
+				if after > 0 {
+					t := time.NewTimer(after)
+					defer t.Stop()
+					select {
+					case <-s.stop:
+						return
+					case <-t.C:
+					}
+				}
+				s.neighbour.burn(duty, s.stop)
+			})
 		}
 	}
 }

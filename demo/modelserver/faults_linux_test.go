@@ -89,3 +89,29 @@ func TestNeighbourBurnsCPU(t *testing.T) {
 		t.Errorf("neighbour used %v of CPU in %v, want about %v", used, window, target)
 	}
 }
+
+func TestNeighbourAfterWaits(t *testing.T) {
+	tests := []struct {
+		name       string
+		after      time.Duration
+		wantBurnt  bool
+		observeFor time.Duration
+	}{
+		{"delayed past the observation", 5 * time.Second, false, 400 * time.Millisecond},
+		{"started within it", 100 * time.Millisecond, true, 700 * time.Millisecond},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := cpuTime(t)
+			s := New(Options{Faults: Faults{NeighbourCPUs: 0.5, NeighbourAfter: tc.after}})
+			time.Sleep(tc.observeFor)
+			s.Close()
+			used := cpuTime(t) - before
+			// 0.5 cores over the burning part is ~250ms or more; idle, the
+			// server costs a few ms.
+			if burnt := used > 60*time.Millisecond; burnt != tc.wantBurnt {
+				t.Errorf("used %v of CPU in %v, burnt %v, want %v", used, tc.observeFor, burnt, tc.wantBurnt)
+			}
+		})
+	}
+}

@@ -47,6 +47,9 @@ type Faults struct {
 	// NeighbourCPUs is how many cores' worth of CPU a noisy neighbour burns,
 	// in duty-cycled busy goroutines started with the server.
 	NeighbourCPUs float64
+	// NeighbourAfter delays the neighbour's start by this long after the
+	// server's, so that a run has a baseline before it; 0: from the start.
+	NeighbourAfter time.Duration
 }
 
 // Server executes models and keeps their statistics. Serve it with
