@@ -243,6 +243,7 @@ func Diagnose(req Request, o Options) (Report, error) {
 	}
 	add(oomKills(breach))
 	add(leak(ws, req.MemoryLimit))
+	demoteLeak(cs)
 	for i := range cs {
 		if cs[i].Phase == "" && top != "" && cs[i].Name != CauseMemoryLeak {
 			cs[i].Phase = top
@@ -606,7 +607,7 @@ func leak(ws []Window, limit float64) Cause {
 	if len(s) < 6 {
 		return Cause{}
 	}
-	l, err := baseline.EstimateLeak(s, limit, baseline.LeakOptions{MinRise: 0.2, Horizon: leakHorizon})
+	l, err := baseline.EstimateLeak(s, limit, baseline.LeakOptions{MinRise: 0.2, MinRiseBytes: leakMinRise, Horizon: leakHorizon})
 	if err != nil || !l.Suspected {
 		return Cause{}
 	}
@@ -625,6 +626,33 @@ func leak(ws []Window, limit float64) Cause {
 	}
 	return c
 }
+
+// demoteLeak ranks memory growth below a host fact that explains added
+// latency: growth alone does not slow calls (until it swaps or is killed),
+// while a neighbour or a quota does, and a busy neighbour's allocations can
+// look like growth over a short history.
+func demoteLeak(cs []Cause) {
+	host := 0.0
+	for _, c := range cs {
+		switch c.Name {
+		case CauseThrottling, CauseRunqueue, CauseGPUNeighbour, CauseGPUSaturation:
+			host = max(host, c.Score)
+		}
+	}
+	if host == 0 {
+		return
+	}
+	for i := range cs {
+		if cs[i].Name == CauseMemoryLeak && cs[i].Score >= host {
+			cs[i].Score = math.Round((host-0.01)*1000) / 1000
+		}
+	}
+}
+
+// leakMinRise is the least growth over the history that can be a leak: a
+// Go server's heap settling after start-up, or a neighbour's burst of
+// allocations, grows a small process by 20% with a few MiB.
+const leakMinRise = 16 << 20
 
 // leakHorizon is how far ahead a projected exhaustion makes a leak.
 const leakHorizon = 12 * time.Hour

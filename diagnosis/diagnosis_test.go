@@ -95,6 +95,16 @@ func TestDiagnoseRanksInjectedCauseFirst(t *testing.T) {
 		{name: "memory leak", anomaly: true, want: CauseMemoryLeak, limit: 2 << 30, mutate: func(i int, w *Window) {
 			w.RSS = float64(500<<20) + float64(i)*float64(20<<20) // 2 MiB/s
 		}},
+		{name: "cpu neighbour while memory grows", anomaly: true, want: CauseRunqueue, limit: 2 << 30, also: CauseMemoryLeak, mutate: func(i int, w *Window) {
+			w.RSS = float64(500<<20) + float64(i)*float64(20<<20)
+			if i >= nBase {
+				slower(w, 0.015, "upstream", "compute")
+				w.Host.Sched.RunqueueDelay = 4
+			}
+		}},
+		{name: "small process warming up", want: "", mutate: func(i int, w *Window) {
+			w.RSS = float64(20<<20) + float64(i)*float64(300<<10) // +45% but under 10 MiB
+		}},
 		{name: "version change", anomaly: true, want: CauseVersionChange, wantPhase: "compute", mutate: func(i int, w *Window) {
 			if i >= nBase {
 				w.Version = "2"

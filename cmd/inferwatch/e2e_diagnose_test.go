@@ -55,7 +55,12 @@ func TestE2EDiagnoseDemoFaults(t *testing.T) {
 		{name: "spike on a schedule", args: []string{"--inject-spike", "12s", "--spike-for", "4s", "--spike-extra", "40ms"},
 			duration: 60 * time.Second, faultAt: 12 * time.Second, until: 40 * time.Second,
 			from: func(time.Time) string { return "3s" }, want: diagnosis.CausePeriodic, phase: "infer"},
-		{name: "cpu neighbour", args: []string{"--inject-neighbour", "3", "--neighbour-after", "15s"},
+		// The neighbour is a process of its own (as a co-located job is),
+		// and the kernel shares the cores fairly: it hurts a server that
+		// needs CPU. At 300 calls/s the demo process (load, sidecar and
+		// server together) needs about a third of a core; four busy
+		// threads on two cores leave its wake-ups waiting.
+		{name: "cpu neighbour", args: []string{"--qps", "300", "--inject-neighbour", "4", "--neighbour-after", "15s"},
 			duration: 40 * time.Second, faultAt: 15 * time.Second, until: 20 * time.Second,
 			from: func(f time.Time) string { return f.UTC().Format(time.RFC3339) }, want: diagnosis.CauseRunqueue},
 		{name: "memory leak", args: []string{"--inject-leak", "16MiB"},

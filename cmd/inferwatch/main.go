@@ -66,6 +66,8 @@ func main() {
 		err = runBaseline(args, os.Stderr)
 	case "inject":
 		err = execSibling("inferwatch-inject", args)
+	case neighbourCommand: // not in usage: the demo's --inject-neighbour child
+		err = runNeighbour(args)
 	case "version", "-version", "--version":
 		fmt.Println("inferwatch", version)
 	case "help", "-h", "--help":
