@@ -44,6 +44,12 @@ type Options struct {
 	// P99OverBaseline keeps its trailing median. It runs under the engine's
 	// lock on the Tick goroutine, so it must answer from memory.
 	Baseline func(model, version string, w *windowstats.WindowView) (expected, upper float64, ok bool)
+	// Explain returns annotations added to an alert as it is made (the
+	// diagnosis' top causes, docs/diagnose.md): model and version, the
+	// snapshot's breaching window start (from), the window being judged
+	// and the snapshot's host facts of it. nil: none. It runs on the Tick
+	// goroutine under the engine's lock, so it must answer from memory.
+	Explain func(model, version string, from time.Time, w windowstats.WindowView, host *HostBreakdown) map[string]string
 	// Labels are added to every alert's labels (instance, pod, namespace).
 	Labels       map[string]string
 	GeneratorURL string
@@ -132,6 +138,9 @@ func (e *Engine) Observe(c *record.Call) { e.stats.Observe(c) }
 
 // Stats returns the window statistics of every model, for /api/v1/stats.
 func (e *Engine) Stats() []windowstats.ModelView { return e.stats.Snapshot() }
+
+// Window is the window statistics' window length.
+func (e *Engine) Window() time.Duration { return e.stats.Window() }
 
 // Run ticks just after each window's end until ctx is done.
 func (e *Engine) Run(ctx context.Context) {
@@ -297,6 +306,13 @@ func (e *Engine) newAlert(ms *modelState, i int, c check, st State, at time.Time
 	}
 	if h := hostText(snap); h != "" {
 		a.Annotations["host_facts"] = h
+	}
+	if e.o.Explain != nil && snap != nil {
+		for k, v := range e.o.Explain(ms.key.model, ms.key.version, snap.Current.Start, *w, snap.Current.Host) {
+			if _, taken := a.Annotations[k]; !taken {
+				a.Annotations[k] = v
+			}
+		}
 	}
 	return a
 }

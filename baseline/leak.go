@@ -25,6 +25,10 @@ type LeakOptions struct {
 	// MinRise is the smallest rise over the samples' span, relative to the
 	// first fitted value, that can be a leak: 0.1.
 	MinRise float64
+	// MinRiseBytes is the smallest absolute rise that can be a leak: a
+	// small process warming up (a heap growing to its working set) rises by
+	// a large share of little. 0: no absolute floor.
+	MinRiseBytes float64
 	// MinConcordance is the share of sample pairs that must rise for the
 	// trend to count (a Kendall-style sign test): 0.75.
 	MinConcordance float64
@@ -115,7 +119,7 @@ func EstimateLeak(samples []Sample, limit float64, o LeakOptions) (Leak, error) 
 	span := x(len(s) - 1)
 	l.Current = icpt + l.Slope*span
 	rise := l.Slope * span
-	material := icpt > 0 && rise >= o.MinRise*icpt
+	material := icpt > 0 && rise >= o.MinRise*icpt && rise >= o.MinRiseBytes
 	rising := l.Slope > 0 && l.Concordance >= o.MinConcordance && material
 	if limit > 0 && l.Slope > 0 {
 		left := max(0, limit-l.Current)

@@ -33,6 +33,13 @@ type Config struct {
 	Alerting     Alerting `yaml:"alerting"`
 	Tracing      Tracing  `yaml:"tracing"`
 	Host         Host     `yaml:"host"`
+	Diagnose     Diagnose `yaml:"diagnose"`
+}
+
+// Diagnose is the window history /debug/diagnose reads (docs/diagnose.md).
+type Diagnose struct {
+	HistoryFile    string `yaml:"history_file"`    // where the history is saved each minute and at shutdown, and loaded at start; empty: memory only
+	HistoryWindows int    `yaml:"history_windows"` // windows kept per model; default 720 (two hours of 10 s windows)
 }
 
 // Host is the GPU (NVML) and kernel (eBPF) facts about the upstream.

@@ -22,6 +22,7 @@ import (
 	"github.com/inferwatch/inferwatch/alertmanager"
 	"github.com/inferwatch/inferwatch/bpf"
 	"github.com/inferwatch/inferwatch/config"
+	"github.com/inferwatch/inferwatch/diagnosis"
 	"github.com/inferwatch/inferwatch/gpu"
 	"github.com/inferwatch/inferwatch/history"
 	"github.com/inferwatch/inferwatch/metricset"
@@ -48,7 +49,8 @@ type Sidecar struct {
 	adminSrv   *http.Server
 	adminLn    net.Listener
 	engine     *alerting.Engine
-	history    *history.Seasonal // nil when alerting.baseline.disabled
+	history    *history.Seasonal  // nil when alerting.baseline.disabled
+	hist       *diagnosis.History // closed windows for /debug/diagnose and alert causes
 	bandGauges sync.Once
 	bandSeen   map[[2]string]bool // models with baseline gauges; engine lock held
 	host       *host              // GPU and eBPF facts; started with the sidecar
@@ -90,6 +92,10 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 	for _, h := range []map[string]string{help, alerting.MetricHelp(), alertmanager.MetricHelp(), sampling.MetricHelp(),
 		tracing.MetricHelp(), tritonstats.MetricHelp(), gpu.MetricHelp(), bpf.MetricHelp(), modelload.MetricHelp()} {
 		s.metrics.AddHelp(h)
+	}
+	if err := s.newHistory(); err != nil {
+		s.bgCancel()
+		return nil, err
 	}
 	if err := s.newEngine(); err != nil {
 		s.bgCancel()
@@ -150,6 +156,7 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 	}, s.readiness.Ready)
 	s.admin.HandleJSON("/api/v1/stats", func(*http.Request) any { return s.engine.Stats() })
 	s.admin.HandleJSON("/api/v1/alerts", func(*http.Request) any { return s.engine.Alerts() })
+	s.admin.Handle("GET /debug/diagnose", http.HandlerFunc(s.handleDiagnose))
 	if s.tracer != nil {
 		s.admin.Handle("GET /api/v1/traces", http.HandlerFunc(s.tracer.HandleTraces))
 		s.admin.Handle("GET /traces", http.HandlerFunc(s.tracer.HandlePage))
@@ -276,6 +283,7 @@ func (s *Sidecar) newEngine() error {
 			return n
 		},
 		Host:         s.snapshotHost,
+		Explain:      s.explain,
 		Labels:       s.cfg.Push.ExtraLabels,
 		GeneratorURL: "http://" + s.cfg.AdminListen + "/api/v1/alerts",
 		Resend:       a.Resend.D(),
@@ -327,8 +335,8 @@ func (s *Sidecar) baselineBand(model, version string, w *windowstats.WindowView)
 	return exp, up, ok
 }
 
-// saveHistory saves the baseline history every five minutes until ctx ends.
-func (s *Sidecar) saveHistory(ctx context.Context) {
+// saveBaselineHistory saves the baseline history every five minutes until ctx ends.
+func (s *Sidecar) saveBaselineHistory(ctx context.Context) {
 	t := time.NewTicker(5 * time.Minute)
 	defer t.Stop()
 	for {
@@ -496,10 +504,14 @@ func (s *Sidecar) Start(ctx context.Context) error {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.saveHistory(ctx)
+			s.saveBaselineHistory(ctx)
 		}()
 	}
-	s.wg.Add(3 + len(s.pollers))
+	s.wg.Add(4 + len(s.pollers))
+	go func() {
+		defer s.wg.Done()
+		s.runHistory(ctx)
+	}()
 	go func() {
 		defer s.wg.Done()
 		s.engine.Run(ctx)

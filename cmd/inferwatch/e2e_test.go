@@ -67,8 +67,14 @@ type proc struct {
 // when the test ends; its log is printed when the test failed.
 func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
+	return startBin(t, name, binPath, args...)
+}
+
+// startBin is start with another binary (e.g. ip netns exec, running ours).
+func startBin(t *testing.T, name, bin string, args ...string) *proc {
+	t.Helper()
 	p := &proc{t: t, name: name, done: make(chan struct{})}
-	p.cmd = exec.Command(binPath, args...)
+	p.cmd = exec.Command(bin, args...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

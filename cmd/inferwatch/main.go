@@ -27,6 +27,7 @@ Usage:
   inferwatch modelserver [flags]  run the demo's KServe v2 model server alone
   inferwatch load [flags]         drive open-loop load at an address
   inferwatch traces [flags]       print the last kept traces of a running sidecar as trees
+  inferwatch diagnose [flags]     rank the causes of a latency move or an alert from a running sidecar
   inferwatch detect [flags] FILE  run the baseline's anomaly detectors over a NAB-format CSV
   inferwatch baseline [flags]     fit every model's baseline from a query API, write bands back
   inferwatch inject [flags]       serve the Kubernetes sidecar injector (mutating admission webhook)
@@ -57,12 +58,16 @@ func main() {
 		err = runLoad(args, os.Stdout)
 	case "traces":
 		err = runTraces(args, os.Stdout)
+	case "diagnose":
+		err = runDiagnose(args, os.Stdout, os.Stderr)
 	case "detect":
 		err = runDetect(args, os.Stdout, os.Stderr)
 	case "baseline":
 		err = runBaseline(args, os.Stderr)
 	case "inject":
 		err = execSibling("inferwatch-inject", args)
+	case neighbourCommand: // not in usage: the demo's --inject-neighbour child
+		err = runNeighbour(args)
 	case "version", "-version", "--version":
 		fmt.Println("inferwatch", version)
 	case "help", "-h", "--help":

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -59,8 +60,22 @@ func faultFlags(fs *flag.FlagSet) func() (modelserver.Faults, error) {
 	spikeExtra := fs.Duration("spike-extra", 50*time.Millisecond, "latency each inference gains during a spike")
 	leak := fs.String("inject-leak", "", "memory leaked per second, e.g. 1MiB")
 	neighbour := fs.Float64("inject-neighbour", 0, "cores' worth of CPU a noisy neighbour burns, e.g. 1")
+	neighbourAfter := fs.Duration("neighbour-after", 0, "start the neighbour this long after the server (a baseline before it)")
 	return func() (modelserver.Faults, error) {
-		f := modelserver.Faults{SpikeEvery: *spike, SpikeFor: *spikeFor, SpikeExtra: *spikeExtra, NeighbourCPUs: *neighbour}
+		f := modelserver.Faults{SpikeEvery: *spike, SpikeFor: *spikeFor, SpikeExtra: *spikeExtra, NeighbourCPUs: *neighbour, NeighbourAfter: *neighbourAfter}
+		if *neighbour < 0 {
+			return f, errors.New("--inject-neighbour must not be negative")
+		}
+		if *neighbour > 0 {
+			// A process of its own: a neighbour is another job on the host,
+			// and only then does the kernel's run queue (what the sidecar
+			// measures) see the competition.
+			exe, err := os.Executable()
+			if err != nil {
+				return f, fmt.Errorf("--inject-neighbour: this binary's path: %w", err)
+			}
+			f.NeighbourCommand = []string{exe, neighbourCommand, "--cpus", strconv.FormatFloat(*neighbour, 'g', -1, 64)}
+		}
 		if *leak != "" {
 			n, err := parseBytes(*leak)
 			if err != nil {
@@ -73,6 +88,24 @@ func faultFlags(fs *flag.FlagSet) func() (modelserver.Faults, error) {
 		}
 		return f, nil
 	}
+}
+
+// neighbourCommand is the hidden subcommand --inject-neighbour runs as a
+// child process.
+const neighbourCommand = "neighbour"
+
+// runNeighbour burns --cpus cores until its stdin closes (its parent ended).
+func runNeighbour(args []string) error {
+	fs := flag.NewFlagSet(neighbourCommand, flag.ContinueOnError)
+	cpus := fs.Float64("cpus", 1, "cores' worth of CPU to burn")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *cpus <= 0 {
+		return errors.New("--cpus must be positive")
+	}
+	modelserver.BurnCPU(*cpus, modelserver.StopOnEOF(os.Stdin))
+	return nil
 }
 
 // parseBytes reads "1048576", "512KiB", "1MiB", "2GiB".

@@ -1,7 +1,13 @@
 package modelserver
 
 import (
+	"fmt"
+	"io"
+	"log/slog"
 	"math"
+	"os"
+	"os/exec"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,12 +29,98 @@ func (s *Server) startFaults() {
 		s.bg.Go(func() { s.leak.run(rate, s.stop) })
 	}
 	if cpus := s.faults.NeighbourCPUs; cpus > 0 {
+		after := s.faults.NeighbourAfter
+		if argv := s.faults.NeighbourCommand; len(argv) > 0 {
+			s.bg.Go(func() {
+				if !s.wait(after) {
+					return
+				}
+				if err := runNeighbourProcess(argv, cpus, s.stop); err != nil {
+					slog.Error("modelserver: neighbour process", "err", err)
+				}
+			})
+			return
+		}
 		n := int(math.Ceil(cpus))
 		duty := cpus / float64(n)
 		for range n {
-			s.bg.Go(func() { s.neighbour.burn(duty, s.stop) })
+			s.bg.Go(func() {
+				if s.wait(after) {
+					s.neighbour.burn(duty, s.stop)
+				}
+			})
 		}
 	}
+}
+
+// wait sleeps d unless the server stops first; it reports whether it did
+// not.
+func (s *Server) wait(d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-s.stop:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// runNeighbourProcess runs argv until stop, then closes its stdin and kills
+// it. The child gets GOMAXPROCS for its share of cores, so a Go child is
+// not capped at the machine's count, and the stdin pipe ends it should this
+// process die first (a killed parent cannot kill its child).
+func runNeighbourProcess(argv []string, cpus float64, stop <-chan struct{}) error {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(int(math.Ceil(cpus))))
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return fmt.Errorf("stdin of %s: %w", argv[0], err)
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		return fmt.Errorf("%s exited early: %v", argv[0], err)
+	case <-stop:
+	}
+	in.Close()
+	cmd.Process.Kill()
+	<-exited
+	return nil
+}
+
+// BurnCPU burns cpus cores' worth of CPU in duty-cycled busy goroutines
+// until stop closes: the body of a neighbour process.
+func BurnCPU(cpus float64, stop <-chan struct{}) {
+	if cpus <= 0 {
+		return
+	}
+	n := int(math.Ceil(cpus))
+	var nb neighbour
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() { nb.burn(cpus/float64(n), stop) })
+	}
+	wg.Wait()
+}
+
+// StopOnEOF returns a channel closed when r ends: a neighbour process's
+// stdin, so that it ends with its parent.
+func StopOnEOF(r io.Reader) <-chan struct{} {
+	c := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, r)
+		close(c)
+	}()
+	return c
 }
 
 // LeakedBytes is how much memory the leak fault retains now.

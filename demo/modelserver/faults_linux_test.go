@@ -89,3 +89,69 @@ func TestNeighbourBurnsCPU(t *testing.T) {
 		t.Errorf("neighbour used %v of CPU in %v, want about %v", used, window, target)
 	}
 }
+
+func TestNeighbourAfterWaits(t *testing.T) {
+	tests := []struct {
+		name       string
+		after      time.Duration
+		wantBurnt  bool
+		observeFor time.Duration
+	}{
+		{"delayed past the observation", 5 * time.Second, false, 400 * time.Millisecond},
+		{"started within it", 100 * time.Millisecond, true, 700 * time.Millisecond},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// From after New, as in TestNeighbourBurnsCPU: loading the
+			// models is CPU of its own (about 200 ms under -race).
+			s := New(Options{Faults: Faults{NeighbourCPUs: 0.5, NeighbourAfter: tc.after}})
+			before := cpuTime(t)
+			time.Sleep(tc.observeFor)
+			s.Close()
+			used := cpuTime(t) - before
+			// 0.5 cores over the burning part is ~250ms or more; idle, the
+			// server costs a few ms.
+			if burnt := used > 60*time.Millisecond; burnt != tc.wantBurnt {
+				t.Errorf("used %v of CPU in %v, burnt %v, want %v", used, tc.observeFor, burnt, tc.wantBurnt)
+			}
+		})
+	}
+}
+
+// neighbourChildEnv makes the test binary a neighbour process (BurnCPU until
+// stdin closes), as `inferwatch neighbour` is.
+const neighbourChildEnv = "MODELSERVER_NEIGHBOUR_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(neighbourChildEnv) != "" {
+		BurnCPU(0.5, StopOnEOF(os.Stdin))
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestNeighbourProcess: with NeighbourCommand the CPU is burnt by a child
+// process (its time shows in RUSAGE_CHILDREN once reaped, not in ours), and
+// Close ends and reaps it.
+func TestNeighbourProcess(t *testing.T) {
+	childCPU := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+			t.Fatalf("getrusage: %v", err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	t.Setenv(neighbourChildEnv, "1")
+	before, beforeSelf := childCPU(), cpuTime(t)
+	s := New(Options{Faults: Faults{NeighbourCPUs: 0.5, NeighbourCommand: []string{os.Args[0]}}})
+	time.Sleep(800 * time.Millisecond)
+	s.Close()
+	child, self := childCPU()-before, cpuTime(t)-beforeSelf
+	// 0.5 cores for 0.8 s is 400 ms; a shared machine may give it less.
+	if child < 60*time.Millisecond {
+		t.Errorf("the neighbour process used %v of CPU (reaped at Close), want about 400ms", child)
+	}
+	if self > child {
+		t.Errorf("this process used %v, the neighbour %v: the burning is not in the child", self, child)
+	}
+}

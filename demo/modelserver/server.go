@@ -45,8 +45,19 @@ type Faults struct {
 	// the server runs, so the process RSS grows steadily.
 	LeakBytesPerSec int64
 	// NeighbourCPUs is how many cores' worth of CPU a noisy neighbour burns,
-	// in duty-cycled busy goroutines started with the server.
+	// in duty-cycled busy loops started with the server.
 	NeighbourCPUs float64
+	// NeighbourCommand, when set, runs the neighbour as this child process
+	// (argv; it must burn NeighbourCPUs itself, e.g. with BurnCPU, and exit
+	// when its stdin closes), as a co-located job is: its threads then
+	// compete with the server's in the kernel's run queue, where the
+	// sidecar's scheduler probes see them. Unset, the neighbour is
+	// goroutines in the server's process, which Go's scheduler shares out
+	// among GOMAXPROCS threads: the server waits for a P, not for a CPU.
+	NeighbourCommand []string
+	// NeighbourAfter delays the neighbour's start by this long after the
+	// server's, so that a run has a baseline before it; 0: from the start.
+	NeighbourAfter time.Duration
 }
 
 // Server executes models and keeps their statistics. Serve it with

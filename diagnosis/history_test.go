@@ -1,0 +1,70 @@
+package diagnosis
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestHistory(t *testing.T) {
+	tests := []struct {
+		name      string
+		max       int
+		adds      []int // window indexes added to "mlp", in this order
+		wantFirst int
+		wantLen   int
+	}{
+		{name: "in order", max: 5, adds: []int{0, 1, 2}, wantFirst: 0, wantLen: 3},
+		{name: "bounded", max: 3, adds: []int{0, 1, 2, 3, 4}, wantFirst: 2, wantLen: 3},
+		{name: "out of order and repeated", max: 5, adds: []int{2, 0, 1, 1, 2}, wantFirst: 0, wantLen: 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := NewHistory(tc.max, 1)
+			for _, i := range tc.adds {
+				h.Add("mlp", healthy(i))
+			}
+			h.Add("other", healthy(0)) // over MaxModels: dropped
+			ws := h.Windows("mlp")
+			if len(ws) != tc.wantLen || !ws[0].Start.Equal(healthy(tc.wantFirst).Start) {
+				t.Fatalf("got %d windows from %v, want %d from %v", len(ws), ws[0].Start, tc.wantLen, healthy(tc.wantFirst).Start)
+			}
+			for i := 1; i < len(ws); i++ {
+				if !ws[i].Start.After(ws[i-1].Start) {
+					t.Fatalf("windows out of order at %d", i)
+				}
+			}
+			if got := h.Models(); len(got) != 1 {
+				t.Errorf("models = %v, want only mlp", got)
+			}
+			if got, want := h.Last("mlp", "1"), ws[len(ws)-1].Start; !got.Equal(want) {
+				t.Errorf("last = %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestHistorySurvivesRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.json")
+	h := NewHistory(0, 0)
+	if err := h.Load(path); err != nil {
+		t.Fatalf("missing file: %v", err)
+	}
+	for i := range 40 {
+		h.Add("mlp", healthy(i))
+	}
+	if err := h.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	h2 := NewHistory(0, 0)
+	if err := h2.Load(path); err != nil {
+		t.Fatal(err)
+	}
+	ws := h2.Windows("mlp")
+	if len(ws) != 40 || ws[39].Host == nil || ws[39].Host.Sched.RunqueueDelay != 0.02 || ws[39].Stages["compute"] != 0.015 {
+		t.Fatalf("restored %d windows, last %+v", len(ws), ws[len(ws)-1])
+	}
+	if _, err := Diagnose(Request{Model: "mlp", From: t0.Add(30 * 10 * time.Second), Windows: ws}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,128 @@
+package sidecar
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferwatch/inferwatch/alerting"
+	"github.com/inferwatch/inferwatch/diagnosis"
+	"github.com/inferwatch/inferwatch/windowstats"
+)
+
+// throttledHistory is 30 healthy windows of mlp ending a minute ago and
+// then three throttled, slower ones.
+func throttledHistory(now time.Time) *diagnosis.History {
+	h := diagnosis.NewHistory(0, 0)
+	t0 := now.Add(-330 * time.Second).Truncate(10 * time.Second)
+	for i := range 33 {
+		w := diagnosis.Window{Start: t0.Add(time.Duration(i) * 10 * time.Second), Seconds: 10, Version: "1",
+			Count: 1000, QPS: 100, Mean: 0.02, P99: 0.04,
+			Phases: map[string]float64{"upstream": 0.018}, Stages: map[string]float64{"compute": 0.015},
+			Host: &alerting.HostBreakdown{Seconds: 10, Cgroup: &alerting.HostCgroup{Coverage: 1}}}
+		if i >= 30 {
+			w.Mean, w.P99 = 0.05, 0.1
+			w.Phases["upstream"] += 0.03
+			w.Stages["compute"] += 0.03
+			w.Host.Cgroup.Throttled = 3
+			w.Slowest = []alerting.SlowCall{{At: w.Start, Duration: 0.2, TraceID: "0123456789abcdef0123456789abcdef"}}
+		}
+		h.Add("mlp", w)
+	}
+	return h
+}
+
+func TestDebugDiagnose(t *testing.T) {
+	now := time.Now()
+	eng, err := alerting.NewEngine(alerting.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Sidecar{engine: eng, hist: throttledHistory(now)}
+	srv := httptest.NewServer(http.HandlerFunc(s.handleDiagnose))
+	defer srv.Close()
+	tests := []struct {
+		name     string
+		query    string
+		code     int
+		wantTop  string
+		wantText string
+	}{
+		{name: "relative range", query: "?from=40s", code: 200, wantTop: diagnosis.CauseThrottling},
+		{name: "model named", query: "?model=mlp&from=40s", code: 200, wantTop: diagnosis.CauseThrottling},
+		{name: "clean range", query: "?from=" + now.Add(-300*time.Second).UTC().Format(time.RFC3339) + "&to=" + now.Add(-200*time.Second).UTC().Format(time.RFC3339), code: 200, wantText: "no anomaly"},
+		{name: "unknown model", query: "?model=nope", code: 404, wantText: "no windows"},
+		{name: "unknown alert", query: "?alert=P99OverBaseline", code: 404, wantText: "no alert"},
+		{name: "bad time", query: "?from=yesterday", code: 400, wantText: "neither RFC 3339"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := http.Get(srv.URL + tc.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			var body struct {
+				diagnosis.Report
+				Error string `json:"error"`
+			}
+			if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
+				t.Fatal(err)
+			}
+			if res.StatusCode != tc.code {
+				t.Fatalf("status %d, want %d: %+v", res.StatusCode, tc.code, body)
+			}
+			if tc.wantTop != "" && body.Top().Name != tc.wantTop {
+				t.Errorf("top %q, want %q: %+v", body.Top().Name, tc.wantTop, body.Causes)
+			}
+			if tc.wantText != "" && !strings.Contains(body.Summary+body.Error, tc.wantText) {
+				t.Errorf("summary %q error %q, want %q", body.Summary, body.Error, tc.wantText)
+			}
+		})
+	}
+}
+
+func TestExplainAnnotatesAlert(t *testing.T) {
+	now := time.Now()
+	s := &Sidecar{hist: throttledHistory(now)}
+	ws := s.hist.Windows("mlp")
+	from := ws[30].Start
+	// The window being judged, not yet in the history.
+	cur := windowstats.WindowView{Start: ws[32].Start.Add(10 * time.Second), Seconds: 10, Count: 1000, QPS: 100, Mean: 0.05, P99: 0.1,
+		Phases: []windowstats.PartView{{Name: "upstream", Count: 1000, Mean: 0.048}},
+		Stages: []windowstats.PartView{{Name: "compute", Count: 1000, Mean: 0.045}}}
+	a := s.explain("mlp", "1", from, cur, &alerting.HostBreakdown{Seconds: 10, Cgroup: &alerting.HostCgroup{Coverage: 1, Throttled: 3}})
+	if !strings.HasPrefix(a["top_causes"], diagnosis.CauseThrottling+" ") || !strings.Contains(a["top_causes"], "[compute]") {
+		t.Errorf("top_causes = %q", a["top_causes"])
+	}
+	if a["example_traces"] != "0123456789abcdef0123456789abcdef" || a["diagnosis"] == "" {
+		t.Errorf("annotations = %v", a)
+	}
+	if len(a["top_causes"]) > maxCauseText+len("…") {
+		t.Errorf("top_causes is %d bytes", len(a["top_causes"]))
+	}
+}
+
+func TestHistoryFileAcrossRestart(t *testing.T) {
+	path := t.TempDir() + "/history.json"
+	first := &Sidecar{hist: throttledHistory(time.Now())}
+	first.cfg.Diagnose.HistoryFile = path
+	first.saveDiagnosisHistory()
+
+	second := &Sidecar{}
+	second.cfg.Diagnose.HistoryFile = path
+	if err := second.newHistory(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(second.hist.Windows("mlp")); got != 33 {
+		t.Fatalf("restarted with %d windows, want 33", got)
+	}
+	bad := &Sidecar{}
+	bad.cfg.Diagnose.HistoryFile = t.TempDir() // a directory: unreadable as a file
+	if err := bad.newHistory(); err == nil || !strings.Contains(err.Error(), "diagnose.history_file") {
+		t.Fatalf("err = %v, want one naming diagnose.history_file", err)
+	}
+}
