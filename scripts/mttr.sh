@@ -4,11 +4,13 @@
 # the demo with each fault, asks `inferwatch diagnose` every second from the
 # fault's start until the top cause is the injected one, and prints a table.
 #   scripts/mttr.sh [TEST-REGEXP]   (default: every fault of TestE2EDiagnose)
+# The test's whole output, with every report it read, is kept in
+# out/mttr-<time>.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 run=${1:-TestE2EDiagnose}
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+mkdir -p out
+out=out/mttr-$(date -u +%Y%m%d-%H%M%S).log
 status=0
 go test -p 1 -count=1 -run "$run" -v ./cmd/inferwatch >"$out" 2>&1 || status=$?
 printf '%-28s %s\n' "fault" "seconds to a correct report"
@@ -20,4 +22,5 @@ if [ "$status" -ne 0 ]; then
   echo "the test failed; its output:" >&2
   tail -60 "$out" >&2
 fi
+echo "the reports behind these figures: $out"
 exit "$status"
