@@ -738,20 +738,23 @@ func periodic(ws, breach []Window) Cause {
 	baseMean := means[len(means)/2]
 	var starts []time.Time
 	var step time.Duration
-	in := false
-	var last time.Time
+	var lastHot time.Time
 	for _, w := range ws {
 		if w.Count == 0 {
 			continue
 		}
 		step = time.Duration(w.Seconds * float64(time.Second))
-		hot := w.Mean > 1.5*baseMean
-		gap := !last.IsZero() && w.Start.Sub(last) > step+step/2
-		if hot && (!in || gap) {
+		if w.Mean <= 1.5*baseMean {
+			continue
+		}
+		// A hot window starts an episode unless the last hot one is at
+		// most two windows back: one cool window inside a spike (a dip, or
+		// a window with few calls) does not split it into episodes a
+		// window or two apart, which would read as a fast period.
+		if lastHot.IsZero() || w.Start.Sub(lastHot) > 2*step+step/2 {
 			starts = append(starts, w.Start)
 		}
-		in = hot
-		last = w.Start
+		lastHot = w.Start
 	}
 	if len(starts) < 3 {
 		return Cause{}

@@ -153,6 +153,13 @@ func TestDiagnoseRanksInjectedCauseFirst(t *testing.T) {
 			w.Stages["queue"] += d
 			w.Phases["upstream"] += d
 		}, wantPhase: "queue", also: CauseLoadUnexpected},
+		{name: "one spike with a dip is not periodic", anomaly: true, want: CauseServerStage, wantPhase: "compute", windows: nBase + 6, mutate: func(i int, w *Window) {
+			// windows 30..35 spike, but 31 and 33 dip below the hot line:
+			// read as three episodes two windows apart, it was "every 20s"
+			if i >= nBase && i != nBase+1 && i != nBase+3 {
+				slower(w, 0.040, "upstream", "compute")
+			}
+		}},
 		{name: "periodic spike", anomaly: true, want: CausePeriodic, wantPhase: "compute", windows: 4*18 + 2, from: 4 * 18, mutate: func(i int, w *Window) {
 			// a 20 s spike every 3 min (18 windows), the last one the breach
 			if i >= 18 && i%18 < 2 {
