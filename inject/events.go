@@ -223,12 +223,22 @@ func refusedEvent(ns string, pod *metav1.ObjectMeta, reason, instance string, no
 func (e *Events) Run(ctx context.Context) {
 	timer := time.NewTimer(e.interval)
 	defer timer.Stop()
+	// Requests outlive ctx by up to shutdownFlush, so that one in flight
+	// when the injector stops still completes instead of being cut off.
+	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	defer context.AfterFunc(ctx, func() { time.AfterFunc(shutdownFlush, stopWork) })()
 	for {
 		select {
 		case <-ctx.Done():
+			e.drain(ctx)
 			return
 		case ev := <-e.queue:
-			e.create(ctx, ev, time.Now())
+			if ctx.Err() != nil { // both were ready: select chose at random
+				e.drain(ctx, ev)
+				return
+			}
+			e.create(work, ev, time.Now())
 		case <-e.wake:
 		case <-timer.C:
 		}
@@ -236,11 +246,40 @@ func (e *Events) Run(ctx context.Context) {
 		// until the next falls due (or an interval, to forget old ones).
 		now := time.Now()
 		wait := e.interval
-		if next := e.flush(ctx, now); !next.IsZero() {
+		if next := e.flush(work, now); !next.IsZero() {
 			wait = next.Sub(now)
 		}
 		timer.Reset(wait)
 	}
+}
+
+// shutdownFlush bounds what Run spends at its end on Events and counts
+// that would otherwise go with the process.
+const shutdownFlush = 5 * time.Second
+
+// drain posts the Events still queued and PATCHes every series with
+// refusals the apiserver has not been told of, interval or not: a rolling
+// update of the injector must not lose the counts of the last interval.
+// first are Events already taken from the queue.
+func (e *Events) drain(ctx context.Context, first ...eventsv1.Event) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownFlush)
+	defer cancel()
+	for _, ev := range first {
+		e.create(ctx, ev, time.Now())
+	}
+	for drained := false; !drained; {
+		select {
+		case ev := <-e.queue:
+			if ctx.Err() != nil { // both were ready: select chose at random
+				e.drain(ctx, ev)
+				return
+			}
+			e.create(ctx, ev, time.Now())
+		default:
+			drained = true
+		}
+	}
+	e.sendPatches(ctx, e.dueAll(time.Now()))
 }
 
 // create POSTs ev, the first of its series, at now.

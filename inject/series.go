@@ -123,6 +123,17 @@ type seriesPatch struct {
 // marks them written, forgets expired ones, and says when the next series
 // falls due (zero: none waits).
 func (e *Events) due(now time.Time) (patches []seriesPatch, next time.Time) {
+	return e.pending(now, false)
+}
+
+// dueAll takes every series with refusals the apiserver has not been told
+// of, however recently written: the last flush, at shutdown.
+func (e *Events) dueAll(now time.Time) []seriesPatch {
+	patches, _ := e.pending(now, true)
+	return patches
+}
+
+func (e *Events) pending(now time.Time, all bool) (patches []seriesPatch, next time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for el := e.lru.Back(); el != nil; {
@@ -137,7 +148,7 @@ func (e *Events) due(now time.Time) (patches []seriesPatch, next time.Time) {
 			continue
 		}
 		at := s.lastWrite.Add(e.interval)
-		if at.After(now) {
+		if at.After(now) && !all {
 			if next.IsZero() || at.Before(next) {
 				next = at
 			}
@@ -182,6 +193,12 @@ func (e *Events) patch(ctx context.Context, p seriesPatch) (int, error) {
 // flush PATCHes the series due at now and says when the next falls due.
 func (e *Events) flush(ctx context.Context, now time.Time) time.Time {
 	patches, next := e.due(now)
+	e.sendPatches(ctx, patches)
+	return next
+}
+
+// sendPatches PATCHes each series and records the outcome.
+func (e *Events) sendPatches(ctx context.Context, patches []seriesPatch) {
 	for _, p := range patches {
 		status, err := e.patch(ctx, p)
 		e.patched(p, err == nil, status == http.StatusNotFound)
@@ -192,5 +209,4 @@ func (e *Events) flush(ctx context.Context, now time.Time) time.Time {
 		}
 		e.counter("patched").Inc()
 	}
-	return next
 }

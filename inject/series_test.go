@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -299,5 +300,44 @@ func TestEventSeriesRun(t *testing.T) {
 			t.Fatalf("no %q within 30 s; requests: %q", want, reqs)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestEventSeriesFlushedAtShutdown: refusals counted since the last PATCH
+// (here: since the POST, the interval being an hour) and an Event still
+// queued go to the apiserver when the worker stops, not with the process.
+func TestEventSeriesFlushedAtShutdown(t *testing.T) {
+	const repeats = 7
+	f := &fakeAPI{t0: time.Now(), names: map[string]string{}}
+	e, _ := startFakeAPI(t, f, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.Run(ctx); close(done) }()
+	refuse := func(name string) {
+		p := seriesPods[name]
+		now := time.Now()
+		f.mu.Lock()
+		f.names[refusedEvent(p.ns, &p.pod, p.reason, e.instance, now).Name] = name
+		f.mu.Unlock()
+		e.Refused(p.ns, &p.pod, p.reason, now)
+	}
+	refuse("rs")
+	for deadline := time.Now().Add(10 * time.Second); len(f.requests()) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first refusal was not posted within 10 s")
+		}
+	}
+	for range repeats {
+		refuse("rs")
+	}
+	refuse("named-a") // queued just before the stop: posted by the worker or by its drain
+	cancel()
+	<-done
+	reqs := f.requests()
+	want := fmt.Sprintf("PATCH rs count=%d ", repeats+1)
+	if n := len(reqs); n != 3 || reqs[0] != "POST rs" ||
+		!slices.ContainsFunc(reqs[1:], func(r string) bool { return strings.HasPrefix(r, want) }) ||
+		!slices.Contains(reqs[1:], "POST named-a") {
+		t.Fatalf("requests %q, want POST rs, then %q… and POST named-a", reqs, want)
 	}
 }

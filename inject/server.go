@@ -55,8 +55,11 @@ func Serve(ctx context.Context, opts ServeOptions, cfg Config, logger *slog.Logg
 		}
 		wh.Events = ev
 		evCtx, stopEvents := context.WithCancel(ctx)
-		defer stopEvents()
-		go ev.Run(evCtx)
+		evDone := make(chan struct{})
+		go func() { ev.Run(evCtx); close(evDone) }()
+		// At return, after the servers' shutdown below: the last counts
+		// are flushed once no refusal can come.
+		defer func() { stopEvents(); <-evDone }()
 	}
 	tlsCfg, err := proxy.ServerTLS(proxy.TLSFiles{CertFile: opts.CertFile, KeyFile: opts.KeyFile}, logger)
 	if err != nil {
