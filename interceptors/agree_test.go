@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
@@ -148,6 +149,18 @@ func TestGRPCInterceptorsAgreeWithSidecar(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cc.Close()
+	// Connected first: the client interceptor of a lazily connecting
+	// channel's first call would time the dial and HTTP/2 handshake too,
+	// which the sidecar never sees (call 0 ran 28 ms over the share under
+	// -race on a loaded machine).
+	connectCtx, connected := context.WithTimeout(context.Background(), 10*time.Second)
+	defer connected()
+	cc.Connect()
+	for st := cc.GetState(); st != connectivity.Ready; st = cc.GetState() {
+		if !cc.WaitForStateChange(connectCtx, st) {
+			t.Fatalf("client did not connect to the sidecar: %v", st)
+		}
+	}
 	client := inference.NewGRPCInferenceServiceClient(cc)
 	const calls = 5
 	for i := range calls {
