@@ -113,24 +113,9 @@ func TestE2EDiagnoseCgroupThrottling(t *testing.T) {
 	if err := cg.setQuota(5*time.Millisecond, 100*time.Millisecond); err != nil {
 		t.Fatalf("CPU quota: %v", err)
 	}
-	var last diagnosis.Report
-	var lastErr error
-	for deadline := fault.Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
-		last, lastErr = diagnoseCLI(t, sc.admin, "--from", fault.UTC().Format(time.RFC3339))
-		if lastErr == nil && last.Top().Name == diagnosis.CauseThrottling {
-			break
-		}
-	}
-	if lastErr != nil {
-		t.Fatal(lastErr)
-	}
-	var text strings.Builder
-	last.WriteText(&text)
-	t.Logf("report:\n%s", text.String())
-	if last.Top().Name != diagnosis.CauseThrottling {
-		t.Fatalf("top cause %q, want %q; causes %+v", last.Top().Name, diagnosis.CauseThrottling, last.Causes)
-	}
-	fmt.Printf("MTTR fault=%q seconds=%.1f\n", "cgroup cpu quota", time.Since(fault).Seconds())
+	right := func(c diagnosis.Cause) bool { return c.Name == diagnosis.CauseThrottling }
+	last := awaitReport(t, sc.admin, fault.UTC().Format(time.RFC3339), fault.Add(30*time.Second), right)
+	wantCause(t, last, right, strconv.Quote(diagnosis.CauseThrottling), "cgroup cpu quota", fault)
 }
 
 // run runs a command, failing the test with its output.
@@ -188,24 +173,9 @@ func TestE2EDiagnoseSlowNetwork(t *testing.T) {
 		run(t, tcBin, "qdisc", "add", "dev", host, "root", "tbf", "rate", "1mbit", "burst", "2kb", "latency", "500ms")
 		faultName = "tc tbf 1mbit to the upstream"
 	}
-	var last diagnosis.Report
-	var lastErr error
-	for deadline := fault.Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
-		last, lastErr = diagnoseCLI(t, sc.admin, "--from", fault.UTC().Format(time.RFC3339))
-		if lastErr == nil && last.Top().Name == diagnosis.CauseNetwork && last.Top().Phase == "upstream network" {
-			break
-		}
-	}
-	if lastErr != nil {
-		t.Fatal(lastErr)
-	}
-	var text strings.Builder
-	last.WriteText(&text)
-	t.Logf("report:\n%s", text.String())
-	if last.Top().Name != diagnosis.CauseNetwork || last.Top().Phase != "upstream network" {
-		t.Fatalf("top cause %q in %q, want %q in the upstream network; causes %+v", last.Top().Name, last.Top().Phase, diagnosis.CauseNetwork, last.Causes)
-	}
-	fmt.Printf("MTTR fault=%q seconds=%.1f\n", faultName, time.Since(fault).Seconds())
+	right := func(c diagnosis.Cause) bool { return c.Name == diagnosis.CauseNetwork && c.Phase == "upstream network" }
+	last := awaitReport(t, sc.admin, fault.UTC().Format(time.RFC3339), fault.Add(30*time.Second), right)
+	wantCause(t, last, right, strconv.Quote(diagnosis.CauseNetwork)+" in the upstream network", faultName, fault)
 }
 
 // memoryCgroupDir makes a child cgroup with the memory controller limited
@@ -282,22 +252,9 @@ func TestE2EDiagnoseOOMKill(t *testing.T) {
 	}
 	fault := time.Now()
 	t.Logf("model server exited: %v", ms.err)
-	var last diagnosis.Report
-	var lastErr error
-	for deadline := fault.Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
-		last, lastErr = diagnoseCLI(t, sc.admin, "--from", fault.Add(-3*time.Second).UTC().Format(time.RFC3339))
-		if lastErr == nil && last.Top().Name == diagnosis.CauseOOMKill && last.Top().Evidence["upstream_kills"] > 0 {
-			break
-		}
+	right := func(c diagnosis.Cause) bool {
+		return c.Name == diagnosis.CauseOOMKill && c.Evidence["upstream_kills"] > 0
 	}
-	if lastErr != nil {
-		t.Fatal(lastErr)
-	}
-	var text strings.Builder
-	last.WriteText(&text)
-	t.Logf("report:\n%s", text.String())
-	if last.Top().Name != diagnosis.CauseOOMKill || last.Top().Evidence["upstream_kills"] == 0 {
-		t.Fatalf("top cause %q %v, want %q of the upstream; causes %+v", last.Top().Name, last.Top().Evidence, diagnosis.CauseOOMKill, last.Causes)
-	}
-	fmt.Printf("MTTR fault=%q seconds=%.1f\n", "OOM kill in a memory cgroup", time.Since(fault).Seconds())
+	last := awaitReport(t, sc.admin, fault.Add(-3*time.Second).UTC().Format(time.RFC3339), fault.Add(20*time.Second), right)
+	wantCause(t, last, right, strconv.Quote(diagnosis.CauseOOMKill)+" of the upstream", "OOM kill in a memory cgroup", fault)
 }

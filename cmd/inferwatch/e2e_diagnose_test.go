@@ -77,40 +77,57 @@ func TestE2EDiagnoseDemoFaults(t *testing.T) {
 			}
 			fault := d.startLo.Add(tc.faultAt)
 			time.Sleep(time.Until(fault))
-			var last diagnosis.Report
-			var lastErr error
-			for deadline := fault.Add(tc.until); time.Now().Before(deadline); time.Sleep(time.Second) {
-				r, err := diagnoseCLI(t, d.admin, "--from", tc.from(fault))
-				if err != nil {
-					lastErr = err
-					continue
-				}
-				last, lastErr = r, nil
-				if tc.want == "" || right(r.Top()) {
-					break
-				}
-			}
-			if lastErr != nil {
-				t.Fatal(lastErr)
-			}
-			var text strings.Builder
-			last.WriteText(&text)
-			t.Logf("report:\n%s", text.String())
+			last := awaitReport(t, d.admin, tc.from(fault), fault.Add(tc.until), func(c diagnosis.Cause) bool { return tc.want == "" || right(c) })
 			if tc.want == "" {
 				if last.Anomaly || last.Summary != "no anomaly" {
 					t.Fatalf("clean run: %q, causes %+v", last.Summary, last.Causes)
 				}
 				return
 			}
-			if !right(last.Top()) {
-				t.Fatalf("top cause %q in %q (period %v), want %q in %q (period %v); causes %+v", last.Top().Name, last.Top().Phase, last.Top().Period, tc.want, tc.phase, tc.period, last.Causes)
-			}
-			fmt.Printf("MTTR fault=%q seconds=%.1f\n", tc.name, time.Since(fault).Seconds())
+			wantCause(t, last, right, fmt.Sprintf("%q in %q (period %v)", tc.want, tc.phase, tc.period), tc.name, fault)
 			if tc.alert != "" {
 				checkAlertDiagnosis(t, d, strings.TrimPrefix(tc.alert, "-"), "mnist-mlp", tc.want, tc.phase)
 			}
 		})
 	}
+}
+
+// awaitReport asks `inferwatch diagnose --from from` every second from now
+// until a report's top cause is right, or until deadline, and logs the last
+// report read. It fails the test if the last attempt failed; whether the
+// report is the one wanted is the caller's to assert.
+func awaitReport(t *testing.T, admin, from string, deadline time.Time, right func(diagnosis.Cause) bool) diagnosis.Report {
+	t.Helper()
+	var last diagnosis.Report
+	var lastErr error
+	for ; time.Now().Before(deadline); time.Sleep(time.Second) {
+		r, err := diagnoseCLI(t, admin, "--from", from)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		last, lastErr = r, nil
+		if right(r.Top()) {
+			break
+		}
+	}
+	if lastErr != nil {
+		t.Fatal(lastErr)
+	}
+	var text strings.Builder
+	last.WriteText(&text)
+	t.Logf("report:\n%s", text.String())
+	return last
+}
+
+// wantCause fails the test unless r's top cause is right (want describes
+// it), and prints the fault's MTTR line for scripts/mttr.sh.
+func wantCause(t *testing.T, r diagnosis.Report, right func(diagnosis.Cause) bool, want, fault string, at time.Time) {
+	t.Helper()
+	if top := r.Top(); !right(top) {
+		t.Fatalf("top cause %q in %q (period %v, evidence %v), want %s; causes %+v", top.Name, top.Phase, top.Period, top.Evidence, want, r.Causes)
+	}
+	fmt.Printf("MTTR fault=%q seconds=%.1f\n", fault, time.Since(at).Seconds())
 }
 
 // checkAlertDiagnosis waits for the alert ("": any) to fire on model, then checks that
