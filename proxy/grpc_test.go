@@ -87,6 +87,21 @@ func (kserveEcho) ModelStreamInfer(s grpc.BidiStreamingServer[inference.ModelInf
 func anyService(srv any, stream grpc.ServerStream) error {
 	md, _ := metadata.FromIncomingContext(stream.Context())
 	stream.SetHeader(metadata.Pairs("x-echo-method", method(stream)))
+	if d := md.Get("x-hold"); len(d) > 0 {
+		if v, ok := holds.Load(d[0]); ok {
+			h := v.(*upstreamHold)
+			select {
+			case h.arrived <- struct{}{}:
+			default:
+			}
+			select {
+			case <-h.release:
+			case <-stream.Context().Done():
+				cancelSeen <- stream.Context().Err()
+				return stream.Context().Err()
+			}
+		}
+	}
 	if d := md.Get("x-sleep"); len(d) > 0 {
 		dur, _ := time.ParseDuration(d[0])
 		select {
@@ -127,6 +142,39 @@ func anyService(srv any, stream grpc.ServerStream) error {
 }
 
 var cancelSeen = make(chan error, 16)
+
+// upstreamHold holds anyService calls with metadata x-hold: <its name>
+// until the test releases them (or their context ends), noting each
+// arrival: a test acts once the upstream has its calls, not after a sleep
+// that a loaded machine may outlast.
+type upstreamHold struct {
+	arrived chan struct{}
+	release chan struct{}
+}
+
+var holds sync.Map // name -> *upstreamHold
+
+// newHold registers a hold for up to n calls under name.
+func newHold(t *testing.T, name string, n int) *upstreamHold {
+	t.Helper()
+	h := &upstreamHold{arrived: make(chan struct{}, n), release: make(chan struct{})}
+	holds.Store(name, h)
+	t.Cleanup(func() { holds.Delete(name) })
+	return h
+}
+
+// wait waits until n calls are held at the upstream.
+func (h *upstreamHold) wait(t *testing.T, n int) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for i := range n {
+		select {
+		case <-h.arrived:
+		case <-timeout:
+			t.Fatalf("%d of %d calls reached the upstream in 10s", i, n)
+		}
+	}
+}
 
 func method(s grpc.ServerStream) string {
 	m, _ := grpc.MethodFromServerStream(s)
@@ -377,25 +425,33 @@ func TestGRPCDeadlineAndCancel(t *testing.T) {
 			t.Fatalf("deadline: got %v %q", o.code, o.message)
 		}
 	}
-	// The upstream must learn of the cancel through the proxy.
-	drain := func() {
-		for len(cancelSeen) > 0 {
-			<-cancelSeen
+	// The upstream must learn of the cancel through the proxy: the call
+	// is cancelled once the upstream holds it, and the upstream sees its
+	// context end (the two deadline calls' ends first, direct and proxied).
+	seen := func(what string) {
+		t.Helper()
+		select {
+		case <-cancelSeen:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("upstream never saw the %s", what)
 		}
 	}
-	time.Sleep(200 * time.Millisecond)
-	drain()
+	seen("direct call's deadline")
+	seen("proxied call's deadline")
+	hold := newHold(t, "cancel", 1)
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
-	o := doCall(ctx, proxied, "/acme.Echo/Slow", metadata.Pairs("x-sleep", "5s"), [][]byte{[]byte("x")})
+	go func() {
+		select {
+		case <-hold.arrived:
+		case <-time.After(10 * time.Second): // then the upstream sees no cancel
+		}
+		cancel()
+	}()
+	o := doCall(ctx, proxied, "/acme.Echo/Slow", metadata.Pairs("x-hold", "cancel"), [][]byte{[]byte("x")})
 	if o.code != codes.Canceled {
 		t.Fatalf("cancel: got %v", o.code)
 	}
-	select {
-	case <-cancelSeen:
-	case <-time.After(time.Second):
-		t.Fatal("upstream never saw the client's cancel")
-	}
+	seen("client's cancel")
 	recs := h.waitRecords(2)
 	if recs[0].ErrorKind != record.ErrTimeout {
 		t.Errorf("deadline recorded as %q / %s", recs[0].ErrorKind, recs[0].Code)
