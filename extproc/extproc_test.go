@@ -245,7 +245,10 @@ func TestSequences(t *testing.T) {
 			},
 			answers: []string{"request_headers", "response_headers", "response_trailers"},
 			check: func(t *testing.T, c *record.Call, _ []*extprocv3.ProcessingResponse) {
-				if c.RequestEnd < 70*time.Millisecond || c.RequestEnd > 2*time.Second {
+				// 80 ms before the table was built, the subtests before
+				// this one since: the upper bound only rules out a clock
+				// taken wrongly (the server ignores one 30 s off).
+				if c.RequestEnd < 70*time.Millisecond || c.RequestEnd > 20*time.Second {
 					t.Errorf("request.time not taken as the start: request end at %v", c.RequestEnd)
 				}
 				if c.UpstreamAddr != "10.1.2.3:8081" || c.Code != "NOT_FOUND" {
@@ -515,9 +518,9 @@ func TestAnswersNeverWaitOnASink(t *testing.T) {
 	if p.Dropped() < 40 {
 		t.Fatalf("the blocked sink dropped only %d of 50 records: was it blocked?", p.Dropped())
 	}
-	if worst > 200*time.Millisecond {
-		t.Fatalf("an answer took %v with a blocked sink", worst)
-	}
+	// An answer that waited on the sink would never come (it is blocked
+	// until the test ends): Recv would fail at the 5 s deadline above. How
+	// long the slowest took is the machine's scheduling, only logged.
 	t.Logf("worst answer %v with %d records dropped", worst, p.Dropped())
 }
 

@@ -125,23 +125,35 @@ func TestDrainCompletesInFlight(t *testing.T) {
 	h := newHarness(t, up, true)
 	cc := dial(t, h.addr)
 	const n = 10
+	hold := newHold(t, "drain", n)
 	var wg sync.WaitGroup
 	codesGot := make(chan codes.Code, n)
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			o := doCall(context.Background(), cc, "/acme.Echo/Slow", metadata.Pairs("x-sleep", "500ms"), [][]byte{[]byte("x")})
+			o := doCall(context.Background(), cc, "/acme.Echo/Slow", metadata.Pairs("x-hold", "drain"), [][]byte{[]byte("x")})
 			codesGot <- o.code
 		}()
 	}
-	time.Sleep(150 * time.Millisecond)
+	// Every call is at the upstream, held there until released.
+	hold.wait(t, n)
 	if got := h.handler.InFlight(); got != n {
 		t.Fatalf("in flight before drain: %d", got)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := h.server.Shutdown(ctx); err != nil {
+	shut := make(chan error, 1)
+	go func() { shut <- h.server.Shutdown(ctx) }()
+	// Shutdown waits for the held calls (a loaded machine may start it
+	// late, never let it return early); then they are let go.
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned %v with %d calls held in flight", err, n)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(hold.release)
+	if err := <-shut; err != nil {
 		t.Fatalf("shutdown: %v", err)
 	}
 	wg.Wait()

@@ -87,12 +87,26 @@ func (kserveEcho) ModelStreamInfer(s grpc.BidiStreamingServer[inference.ModelInf
 func anyService(srv any, stream grpc.ServerStream) error {
 	md, _ := metadata.FromIncomingContext(stream.Context())
 	stream.SetHeader(metadata.Pairs("x-echo-method", method(stream)))
+	if d := md.Get("x-hold"); len(d) > 0 {
+		if v, ok := holds.Load(d[0]); ok {
+			h := v.(*upstreamHold)
+			select {
+			case h.arrived <- struct{}{}:
+			default:
+			}
+			select {
+			case <-h.release:
+			case <-stream.Context().Done():
+				h.ended <- stream.Context().Err()
+				return stream.Context().Err()
+			}
+		}
+	}
 	if d := md.Get("x-sleep"); len(d) > 0 {
 		dur, _ := time.ParseDuration(d[0])
 		select {
 		case <-time.After(dur):
 		case <-stream.Context().Done():
-			cancelSeen <- stream.Context().Err()
 			return stream.Context().Err()
 		}
 	}
@@ -126,7 +140,39 @@ func anyService(srv any, stream grpc.ServerStream) error {
 	return nil
 }
 
-var cancelSeen = make(chan error, 16)
+// upstreamHold holds anyService calls with metadata x-hold: <its name>
+// until the test releases them (or their context ends), noting each
+// arrival: a test acts once the upstream has its calls, not after a sleep
+// that a loaded machine may outlast.
+type upstreamHold struct {
+	arrived chan struct{}
+	release chan struct{}
+	ended   chan error // a held call's context ended first
+}
+
+var holds sync.Map // name -> *upstreamHold
+
+// newHold registers a hold for up to n calls under name.
+func newHold(t *testing.T, name string, n int) *upstreamHold {
+	t.Helper()
+	h := &upstreamHold{arrived: make(chan struct{}, n), release: make(chan struct{}), ended: make(chan error, n)}
+	holds.Store(name, h)
+	t.Cleanup(func() { holds.Delete(name) })
+	return h
+}
+
+// wait waits until n calls are held at the upstream.
+func (h *upstreamHold) wait(t *testing.T, n int) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for i := range n {
+		select {
+		case <-h.arrived:
+		case <-timeout:
+			t.Fatalf("%d of %d calls reached the upstream in 10s", i, n)
+		}
+	}
+}
 
 func method(s grpc.ServerStream) string {
 	m, _ := grpc.MethodFromServerStream(s)
@@ -377,23 +423,26 @@ func TestGRPCDeadlineAndCancel(t *testing.T) {
 			t.Fatalf("deadline: got %v %q", o.code, o.message)
 		}
 	}
-	// The upstream must learn of the cancel through the proxy.
-	drain := func() {
-		for len(cancelSeen) > 0 {
-			<-cancelSeen
-		}
-	}
-	time.Sleep(200 * time.Millisecond)
-	drain()
+	h.waitRecords(1) // the deadline call's record first, whenever a loaded machine writes it
+	// The upstream must learn of the cancel through the proxy: the call
+	// is cancelled once the upstream holds it (not after a sleep a loaded
+	// machine may outlast), and the held call's context ends.
+	hold := newHold(t, "cancel", 1)
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
-	o := doCall(ctx, proxied, "/acme.Echo/Slow", metadata.Pairs("x-sleep", "5s"), [][]byte{[]byte("x")})
+	go func() {
+		select {
+		case <-hold.arrived:
+		case <-time.After(10 * time.Second): // then the upstream sees no cancel
+		}
+		cancel()
+	}()
+	o := doCall(ctx, proxied, "/acme.Echo/Slow", metadata.Pairs("x-hold", "cancel"), [][]byte{[]byte("x")})
 	if o.code != codes.Canceled {
 		t.Fatalf("cancel: got %v", o.code)
 	}
 	select {
-	case <-cancelSeen:
-	case <-time.After(time.Second):
+	case <-hold.ended:
+	case <-time.After(10 * time.Second):
 		t.Fatal("upstream never saw the client's cancel")
 	}
 	recs := h.waitRecords(2)

@@ -115,7 +115,9 @@ func TestHostFactsWaitForSamples(t *testing.T) {
 		if err := tr.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if d := time.Since(start); d > 2*time.Second {
+		// A Close that waited would take the hour; the bound is a loaded
+		// machine's slack, not how fast Close is.
+		if d := time.Since(start); d > 30*time.Second {
 			t.Errorf("Close took %v", d)
 		}
 		if got := tr.Traces(0, ""); len(got) != 1 {

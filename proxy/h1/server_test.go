@@ -361,10 +361,16 @@ func TestClientGoneCancels(t *testing.T) {
 	causes := make(chan error, 2)
 	addr := serve(t, &Server{WatchAfter: 5 * time.Millisecond, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.ReadAll(r.Body) // the connection is watched once it is idle
+		// The leaving client's call waits long enough for any machine to
+		// notice; the staying ones, long enough to be watched.
+		wait := 300 * time.Millisecond
+		if r.URL.Path == "/slow" {
+			wait = 10 * time.Second
+		}
 		select {
 		case <-r.Context().Done():
 			causes <- context.Cause(r.Context())
-		case <-time.After(300 * time.Millisecond):
+		case <-time.After(wait):
 			causes <- nil
 			io.WriteString(w, "done")
 		}
