@@ -54,7 +54,7 @@ func (l *sniffListener) accept() {
 			return
 		}
 		backoff = 0
-		go l.sniff(c)
+		go l.sniff(newRawConn(c))
 	}
 }
 

@@ -65,6 +65,7 @@ func (t *Transport) DialH2(ctx context.Context, addr string) (net.Conn, error) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
+	c = newRawConn(c)
 	if t.tls != nil {
 		cfg := t.tls.Clone()
 		cfg.NextProtos = []string{"h2"}
@@ -110,7 +111,7 @@ func NewTransport(o TransportOptions) *Transport {
 			if err != nil {
 				return nil, err
 			}
-			return conns.add(c), nil
+			return conns.add(newRawConn(c)), nil
 		},
 		TLSClientConfig:     o.TLS,
 		TLSHandshakeTimeout: 5 * time.Second,
@@ -147,7 +148,7 @@ func NewTransport(o TransportOptions) *Transport {
 			if err != nil {
 				return nil, err
 			}
-			return conns.add(c), nil
+			return conns.add(newRawConn(c)), nil
 		}, o.MaxIdle, o.IdleTimeout)
 	}
 	return tr

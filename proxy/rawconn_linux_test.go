@@ -1,0 +1,172 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// rawPair is a TCP connection on loopback: ours wrapped in rawConn, the
+// peer a plain net.Conn.
+func rawPair(t *testing.T) (*rawConn, net.Conn) {
+	t.Helper()
+	l := listen(t)
+	defer l.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer, ok := <-accepted
+	if !ok {
+		t.Fatal("accept failed")
+	}
+	rc, ok := newRawConn(c).(*rawConn)
+	if !ok {
+		t.Fatalf("a TCP connection was not wrapped: %T", newRawConn(c))
+	}
+	t.Cleanup(func() { rc.Close(); peer.Close() })
+	return rc, peer
+}
+
+// TestRawConnSemantics: the raw reads and writes keep net.Conn's contract
+// where the proxy's code depends on it: io.EOF at the peer's close, a
+// timeout error at a deadline, net.ErrClosed after Close (also for a read
+// blocked at the time), an *net.OpError wrapping the errno when the peer
+// reset the connection.
+func TestRawConnSemantics(t *testing.T) {
+	t.Run("eof", func(t *testing.T) {
+		c, peer := rawPair(t)
+		peer.Write([]byte("last words"))
+		peer.Close()
+		got, err := io.ReadAll(c)
+		if err != nil || string(got) != "last words" {
+			t.Fatalf("read %q, %v; want the bytes, then io.EOF", got, err)
+		}
+		if n, err := c.Read(make([]byte, 8)); n != 0 || err != io.EOF {
+			t.Fatalf("read after EOF: %d, %v", n, err)
+		}
+	})
+	t.Run("deadline", func(t *testing.T) {
+		c, _ := rawPair(t)
+		c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		_, err := c.Read(make([]byte, 8))
+		var ne net.Error
+		if !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("read past the deadline: %v, want a timeout", err)
+		}
+	})
+	t.Run("close while reading", func(t *testing.T) {
+		c, _ := rawPair(t)
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Read(make([]byte, 8))
+			done <- err
+		}()
+		time.Sleep(20 * time.Millisecond) // let it block; if not yet, it reads a closed conn: same error
+		c.Close()
+		select {
+		case err := <-done:
+			if !errors.Is(err, net.ErrClosed) {
+				t.Fatalf("read interrupted by Close: %v, want net.ErrClosed", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a read blocked at Close did not return")
+		}
+		if _, err := c.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("write after Close: %v, want net.ErrClosed", err)
+		}
+	})
+	t.Run("reset", func(t *testing.T) {
+		c, peer := rawPair(t)
+		peer.(*net.TCPConn).SetLinger(0) // close sends RST
+		peer.Close()
+		var err error
+		for range 100 { // the RST may arrive after the first write
+			if _, err = c.Write([]byte("hello")); err != nil {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		var oe *net.OpError
+		if !errors.As(err, &oe) || oe.Op != "write" || !(errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
+			t.Fatalf("write to a reset connection: %v (%T), want a write *net.OpError with ECONNRESET or EPIPE", err, err)
+		}
+	})
+	t.Run("empty", func(t *testing.T) {
+		c, _ := rawPair(t)
+		if n, err := c.Read(nil); n != 0 || err != nil {
+			t.Fatalf("empty read: %d, %v", n, err)
+		}
+		if n, err := c.Write(nil); n != 0 || err != nil {
+			t.Fatalf("empty write: %d, %v", n, err)
+		}
+	})
+}
+
+// TestRawConnLargeDuplex: 32 MiB each way at once, through socket buffers
+// far smaller, so writes end part-way and wait for the peer to read (the
+// EAGAIN path): every byte arrives, in order, on both sides.
+func TestRawConnLargeDuplex(t *testing.T) {
+	c, peer := rawPair(t)
+	c.SetWriteBuffer(64 << 10)
+	peer.(*net.TCPConn).SetReadBuffer(64 << 10)
+	out, in := make([]byte, 32<<20), make([]byte, 32<<20)
+	rand.Read(out)
+	rand.Read(in)
+	var wg sync.WaitGroup
+	var gotAtPeer, gotAtRaw []byte
+	var errs [4]error
+	wg.Go(func() { _, errs[0] = c.Write(out) })
+	wg.Go(func() { gotAtPeer, errs[1] = readN(peer, len(out)) })
+	wg.Go(func() { _, errs[2] = peer.Write(in) })
+	wg.Go(func() { gotAtRaw, errs[3] = readN(c, len(in)) })
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("transfer %d: %v", i, err)
+		}
+	}
+	if !bytes.Equal(gotAtPeer, out) || !bytes.Equal(gotAtRaw, in) {
+		t.Fatal("bytes changed in transit")
+	}
+}
+
+// readN reads n bytes in the odd sizes a bufio.Reader would ask for.
+func readN(r io.Reader, n int) ([]byte, error) {
+	got := make([]byte, 0, n)
+	buf := make([]byte, 12345)
+	for len(got) < n {
+		k, err := r.Read(buf[:min(len(buf), n-len(got))])
+		got = append(got, buf[:k]...)
+		if err != nil {
+			return got, err
+		}
+	}
+	return got, nil
+}
+
+// TestRawConnOnlyTCP: what is not a TCP connection is left as it is.
+func TestRawConnOnlyTCP(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if got := newRawConn(a); got != a {
+		t.Fatalf("a pipe was wrapped: %T", got)
+	}
+}
