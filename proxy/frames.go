@@ -36,6 +36,7 @@ type frameCall struct {
 	respScan   *inferapi.GRPCScanner
 	res        *reservation
 	deadline   time.Time
+	timeout    time.Duration // grpc-timeout as sent
 	grpcStatus string
 	respErr    error
 	stream     *streamTrack // ModelStreamInfer only
@@ -78,7 +79,7 @@ func (h *Handler) Open(start time.Time, fields []hpack.HeaderField) (h2.Watcher,
 			fc.stream = watchStream(start, fc.reqScan, fc.respScan)
 		}
 		if d, ok := parseGRPCTimeout(timeout); ok {
-			fc.deadline = start.Add(d)
+			fc.deadline, fc.timeout = start.Add(d), d
 		}
 	} else {
 		c.Protocol = record.ProtocolHTTP
@@ -172,7 +173,7 @@ func (fc *frameCall) ResponseData(p []byte) {
 
 // pastDeadline is cl.pastDeadline for the frame plane.
 func (fc *frameCall) pastDeadline() bool {
-	return !fc.deadline.IsZero() && time.Until(fc.deadline) < deadlineSlack
+	return nearDeadline(fc.deadline, fc.timeout)
 }
 
 func (fc *frameCall) Done(e *h2.Events) {

@@ -416,7 +416,11 @@ func TestGRPCDeadlineAndCancel(t *testing.T) {
 	direct, proxied := dial(t, up), dial(t, h.addr)
 
 	for _, cc := range []*grpc.ClientConn{direct, proxied} {
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		// 1 s: the proxy counts a call broken in the last tenth of its
+		// grpc-timeout as timed out, and a loaded machine can read the
+		// HEADERS tens of milliseconds late, after which the client's own
+		// timer cancels that much before the proxy's deadline.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		o := doCall(ctx, cc, "/acme.Echo/Slow", metadata.Pairs("x-sleep", "2s"), [][]byte{[]byte("x")})
 		cancel()
 		if o.code != codes.DeadlineExceeded {
@@ -427,8 +431,9 @@ func TestGRPCDeadlineAndCancel(t *testing.T) {
 	// The upstream must learn of the cancel through the proxy: the call
 	// is cancelled once the upstream holds it (not after a sleep a loaded
 	// machine may outlast), and the held call's context ends.
+	// With a deadline far off, a cancel is a cancel.
 	hold := newHold(t, "cancel", 1)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	go func() {
 		select {
 		case <-hold.arrived:

@@ -86,11 +86,12 @@ type call struct {
 	body     *requestBody
 	respScan *inferapi.GRPCScanner
 	respCap  *capture
-	grpcRes  *reservation // the capture budget a sampled gRPC message holds
-	respHdr  http.Header  // the response headers a deferred decode reads
-	failed   error        // upstream broke after the response began
-	deadline time.Time    // from grpc-timeout; zero when none
-	stream   *streamTrack // ModelStreamInfer only
+	grpcRes  *reservation  // the capture budget a sampled gRPC message holds
+	respHdr  http.Header   // the response headers a deferred decode reads
+	failed   error         // upstream broke after the response began
+	deadline time.Time     // from grpc-timeout; zero when none
+	timeout  time.Duration // grpc-timeout as sent
+	stream   *streamTrack  // ModelStreamInfer only
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -133,7 +134,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, d)
 			defer cancel()
-			cl.deadline = start.Add(d)
+			cl.deadline, cl.timeout = start.Add(d), d
 		}
 	}
 	if h.o.Trace != nil {
@@ -332,15 +333,21 @@ func eventStream(h http.Header) bool {
 }
 
 // deadlineSlack absorbs the time between the client computing grpc-timeout
-// and the proxy reading it.
+// and the proxy reading it: at least 5 ms, and a tenth of the timeout, since
+// a loaded machine may read the HEADERS frame tens of milliseconds after it
+// arrived, which puts the proxy's deadline that much after the client's.
 const deadlineSlack = 5 * time.Millisecond
 
-// pastDeadline reports a call at or past its grpc-timeout: whatever broke it
-// then (the client's cancel, the upstream's reset, the proxy's own timer,
-// whichever came first) it timed out.
-func (cl *call) pastDeadline() bool {
-	return !cl.deadline.IsZero() && time.Until(cl.deadline) < deadlineSlack
+// nearDeadline reports a call at or past its grpc-timeout (or so close that
+// the proxy's late reading of the header explains the difference): whatever
+// broke it then (the client's cancel, the upstream's reset, the proxy's own
+// timer, whichever came first) it timed out. A client that cancels in the
+// last tenth of its own deadline is counted as timed out too.
+func nearDeadline(deadline time.Time, timeout time.Duration) bool {
+	return !deadline.IsZero() && time.Until(deadline) < max(deadlineSlack, timeout/10)
 }
+
+func (cl *call) pastDeadline() bool { return nearDeadline(cl.deadline, cl.timeout) }
 
 // unaryGRPC reports whether a gRPC route is known to be unary: the KServe v2
 // methods other than ModelStreamInfer. Unknown services may stream.
