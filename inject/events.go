@@ -267,13 +267,9 @@ func (e *Events) drain(ctx context.Context, first ...eventsv1.Event) {
 	for _, ev := range first {
 		e.create(ctx, ev, time.Now())
 	}
-	for drained := false; !drained; {
+	for drained := false; !drained && ctx.Err() == nil; {
 		select {
 		case ev := <-e.queue:
-			if ctx.Err() != nil { // both were ready: select chose at random
-				e.drain(ctx, ev)
-				return
-			}
 			e.create(ctx, ev, time.Now())
 		default:
 			drained = true
