@@ -147,12 +147,9 @@ func checkTokenTimes(t *testing.T, c *record.Call, stamped, read []time.Time) {
 	if len(l.Gaps.Kept) != l.Gaps.Count || len(stamped) != l.ContentEvents || len(read) != l.ContentEvents {
 		t.Fatalf("%d gaps kept of %d, %d content events, %d stamped, %d read", len(l.Gaps.Kept), l.Gaps.Count, l.ContentEvents, len(stamped), len(read))
 	}
-	at := l.FirstToken
+	times := eventTimes(l.FirstToken, l.Gaps)
 	var lags []time.Duration
-	for i := range stamped {
-		if i > 0 {
-			at += l.Gaps.Kept[i-1]
-		}
+	for i, at := range times {
 		from, by := stamped[i].Sub(c.Start), read[i].Sub(c.Start)
 		lags = append(lags, at-from)
 		if at <= from || at > by+sseSlack {
@@ -160,9 +157,19 @@ func checkTokenTimes(t *testing.T, c *record.Call, stamped, read []time.Time) {
 		}
 	}
 	t.Logf("token times server send -> sidecar's client write: %v", lags)
-	if l.LastToken != at || l.Gaps.Max != slices.Max(l.Gaps.Kept) {
+	if at := times[len(times)-1]; l.LastToken != at || l.Gaps.Max != slices.Max(l.Gaps.Kept) {
 		t.Errorf("last token %v, want %v; max gap %v of %v", l.LastToken, at, l.Gaps.Max, l.Gaps.Kept)
 	}
+}
+
+// eventTimes rebuilds when a stream's events passed from the record: the
+// first, then each kept gap after the one before (every gap must be kept).
+func eventTimes(first time.Duration, g record.Gaps) []time.Duration {
+	times := []time.Duration{first}
+	for _, d := range g.Kept {
+		times = append(times, times[len(times)-1]+d)
+	}
+	return times
 }
 
 // chunk is one HTTP/1.1 chunk the client read, and when its last byte came.

@@ -215,21 +215,16 @@ func TestStreamInferDecoupled(t *testing.T) {
 		if len(r.Gaps.Kept) != r.Gaps.Count || len(sent) != want {
 			t.Fatalf("request %s: %d gaps kept of %d, %d sends stamped", r.ID, len(r.Gaps.Kept), r.Gaps.Count, len(sent))
 		}
-		read := r.FirstResponse
-		var span time.Duration
+		reads := eventTimes(r.FirstResponse, r.Gaps)
 		for i, at := range sent {
-			if i > 0 {
-				read += r.Gaps.Kept[i-1]
-				span += r.Gaps.Kept[i-1]
-			}
-			lag := read - at.Sub(c.Start)
+			lag := reads[i] - at.Sub(c.Start)
 			t.Logf("request %s response %d: read %v after the server sent it", r.ID, i, lag)
 			if lag <= 0 || lag > 5*time.Second {
-				t.Errorf("request %s response %d: read at %v, server sent it at %v", r.ID, i, read, at.Sub(c.Start))
+				t.Errorf("request %s response %d: read at %v, server sent it at %v", r.ID, i, reads[i], at.Sub(c.Start))
 			}
 		}
-		if r.FirstResponse <= r.Arrived || span != r.LastResponse-r.FirstResponse {
-			t.Errorf("request %s: arrived %v, first response %v, last %v, gaps sum to %v", r.ID, r.Arrived, r.FirstResponse, r.LastResponse, span)
+		if last := reads[len(reads)-1]; r.FirstResponse <= r.Arrived || last != r.LastResponse {
+			t.Errorf("request %s: arrived %v, first response %v, last %v, gaps add up to %v", r.ID, r.Arrived, r.FirstResponse, r.LastResponse, last)
 		}
 	}
 }
