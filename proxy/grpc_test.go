@@ -451,8 +451,13 @@ func TestGRPCDeadlineAndCancel(t *testing.T) {
 		t.Fatal("upstream never saw the client's cancel")
 	}
 	recs := h.waitRecords(2)
-	if recs[0].ErrorKind != record.ErrTimeout {
-		t.Errorf("deadline recorded as %q / %s", recs[0].ErrorKind, recs[0].Code)
+	// Whose timer acts first decides how the record says it: the client's
+	// cancel near its deadline (or the proxy's own timer) is a timeout the
+	// sidecar saw; the upstream's own timer, when the client's cancel is
+	// late on a loaded machine, is an answer with DEADLINE_EXCEEDED and no
+	// error kind (record.ErrorKind: the Code says it).
+	if r := recs[0]; r.Code != record.GRPCCodeName(grpcDeadlineExceeded) || (r.ErrorKind != record.ErrTimeout && r.ErrorKind != record.ErrNone) {
+		t.Errorf("deadline recorded as %q / %s", r.ErrorKind, r.Code)
 	}
 	if recs[1].ErrorKind != record.ErrClientCancel {
 		t.Errorf("cancel recorded as %q / %s", recs[1].ErrorKind, recs[1].Code)
