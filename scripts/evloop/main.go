@@ -52,24 +52,24 @@ type conn struct {
 }
 
 type loop struct {
-	ep    int
-	up    syscall.SockaddrInet4
-	conns map[int32]*conn
-	idle  []*conn
-	spin  bool
-	evs   [128]syscall.EpollEvent
+	ep        int
+	up        syscall.SockaddrInet4
+	conns     map[int32]*conn
+	idle      []*conn
+	pollFirst bool
+	evs       [128]syscall.EpollEvent
 }
 
 func main() {
 	listen := flag.String("listen", "127.0.0.1:8080", "address to accept HTTP/1.1 on")
 	upstream := flag.String("upstream", "127.0.0.1:8000", "HTTP/1.1 upstream address")
-	spin := flag.Bool("poll-first", true, "try a non-blocking epoll_wait as a raw syscall before a blocking one")
+	pollFirst := flag.Bool("poll-first", true, "try a non-blocking epoll_wait as a raw syscall before a blocking one")
 	mode := flag.String("mode", "loop", "loop: one epoll loop on one thread; goroutines: a goroutine per connection on Go's netpoller")
 	flag.Parse()
 	var err error
 	switch *mode {
 	case "loop":
-		err = run(*listen, *upstream, *spin)
+		err = run(*listen, *upstream, *pollFirst)
 	case "goroutines":
 		err = runGoroutines(*listen, *upstream)
 	default:
@@ -89,7 +89,7 @@ func sockaddr(s, field string) (syscall.SockaddrInet4, error) {
 	return syscall.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}, nil
 }
 
-func run(listen, upstream string, spin bool) error {
+func run(listen, upstream string, pollFirst bool) error {
 	la, err := sockaddr(listen, "listen")
 	if err != nil {
 		return err
@@ -115,7 +115,7 @@ func run(listen, upstream string, spin bool) error {
 	if err != nil {
 		return fmt.Errorf("epoll_create1: %w", err)
 	}
-	l := &loop{ep: ep, up: ua, conns: map[int32]*conn{}, spin: spin}
+	l := &loop{ep: ep, up: ua, conns: map[int32]*conn{}, pollFirst: pollFirst}
 	if err := l.add(&conn{fd: lfd, kind: kListener}); err != nil {
 		return err
 	}
@@ -145,11 +145,11 @@ func run(listen, upstream string, spin bool) error {
 	}
 }
 
-// wait returns ready events. With spin it first polls without blocking as
+// wait returns ready events. With pollFirst it first polls without blocking as
 // a raw syscall (no scheduler bookkeeping), and blocks, as an ordinary
 // syscall that lets the runtime hand the P on, only when nothing is ready.
 func (l *loop) wait() (int, error) {
-	if l.spin {
+	if l.pollFirst {
 		r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_WAIT, uintptr(l.ep), uintptr(unsafe.Pointer(&l.evs[0])), uintptr(len(l.evs)), 0, 0, 0)
 		if e == 0 && r > 0 {
 			return int(r), nil
