@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -256,7 +257,7 @@ func (e *Engine) evaluate(ms *modelState, w *windowstats.WindowView, out []Alert
 		case toFiring:
 			var snap *Snapshot
 			if ep := ms.alerts[i]; ep != nil && ep.alert.Snapshot != nil {
-				snap = ep.alert.Snapshot
+				snap = e.firingSnapshot(ms, i, w, at, ep.alert.Snapshot)
 			} else {
 				snap = e.snapshot(ms, i, w, at) // fired on its first breach
 			}
@@ -360,13 +361,19 @@ func (e *Engine) snapshot(ms *modelState, i int, w *windowstats.WindowView, at t
 	if ref.Start.IsZero() {
 		ref = ms.prev
 	}
+	return e.capture(ms, w, &ref, e.host(ms, &ref), at)
+}
+
+// capture builds the snapshot of w against ref, whose host facts are
+// refHost.
+func (e *Engine) capture(ms *modelState, w, ref *windowstats.WindowView, refHost *HostBreakdown, at time.Time) *Snapshot {
 	s := &Snapshot{
 		Taken:    at,
 		Current:  breakdown(w),
-		Previous: breakdown(&ref),
+		Previous: breakdown(ref),
 	}
 	s.Current.Host = e.host(ms, w)
-	s.Previous.Host = e.host(ms, &ref)
+	s.Previous.Host = refHost
 	s.Moved = moved(s.Current, s.Previous)
 	// ms.prev is still the window before w here.
 	slow := slices.Concat(w.Slowest, ms.prev.Slowest)
@@ -383,6 +390,47 @@ func (e *Engine) snapshot(ms *modelState, i int, w *windowstats.WindowView, at t
 		s.InFlight = e.o.InFlight(ms.key.model, ms.key.version)
 	}
 	return s
+}
+
+// lateStepFactor is how much further the firing window's top part must
+// have moved than the first breaching window's for the firing window's
+// snapshot to replace it.
+const lateStepFactor = 2
+
+// firingSnapshot returns the snapshot a firing alert carries: the one
+// captured when it went pending, unless the firing window, held against the
+// same pre-streak reference, shows its top part moved at least
+// lateStepFactor times as far. That is a step that landed late in the first
+// breaching window: a few stepped calls there lift the P99 past the
+// threshold while every mean barely moves, and the SRE would be shown a
+// diluted move. The reference does not change during a streak, so the
+// firing window cannot be compared with a window already past the jump.
+// The source of host facts is asked only for the firing window, and only
+// when its snapshot is kept.
+func (e *Engine) firingSnapshot(ms *modelState, i int, w *windowstats.WindowView, at time.Time, pending *Snapshot) *Snapshot {
+	ref := ms.refs[i]
+	if ref.Start.IsZero() || !ref.Start.Equal(pending.Previous.Start) {
+		return pending
+	}
+	cur := breakdown(w)
+	mv := moved(cur, pending.Previous)
+	if topMove(cur, pending.Previous, mv) < lateStepFactor*topMove(pending.Current, pending.Previous, pending.Moved) {
+		return pending
+	}
+	return e.capture(ms, w, &ref, pending.Previous.Host, at)
+}
+
+// topMove is how far the first part named in mv moved between cur and
+// prev, as moved measured it.
+func topMove(cur, prev Breakdown, mv []string) float64 {
+	if len(mv) == 0 {
+		return 0
+	}
+	name := mv[0]
+	if slices.Contains(record.Phases[:], name) {
+		return math.Abs(cur.Phases[name] - prev.Phases[name])
+	}
+	return math.Abs(cur.Stages[name] - prev.Stages[name])
 }
 
 // host asks Options.Host for the facts of window w's span; nil without a

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/inferwatch/inferwatch/record"
 )
 
 // spikeP99 runs the P99 spike of TestP99SpikeFiresAfterThreeConsecutiveWindows
@@ -163,6 +165,66 @@ func TestSnapshotHostFacts(t *testing.T) {
 			}
 			if got := a.Annotations["host_facts"]; got != tt.wantAnnotation {
 				t.Errorf("host_facts annotation\n got %q\nwant %q", got, tt.wantAnnotation)
+			}
+		})
+	}
+}
+
+// A step that lands late in the first breaching window lifts its P99 with a
+// few calls while every mean barely moves; the firing alert then carries the
+// firing window's snapshot, against the same pre-streak reference, so the
+// move it names is the step's whole size. A step that fills the first
+// breaching window keeps that window's snapshot.
+func TestSnapshotLateStep(t *testing.T) {
+	const from, step = 12, 40 * time.Millisecond
+	tests := []struct {
+		name          string
+		stepAt        int           // first stepped call of window `from` (of 1000)
+		wantFrom      int           // the snapshot's current window
+		wantAtOrAbove time.Duration // its upstream move, at least
+	}{
+		{name: "late in the window", stepAt: 960, wantFrom: from + 2, wantAtOrAbove: 3 * step / 4},
+		{name: "whole window", stepAt: 0, wantFrom: from, wantAtOrAbove: 3 * step / 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// Each window's facts carry its index, so a mix-up shows.
+			o := Options{Host: func(_, _ string, f, _ time.Time) *HostBreakdown {
+				return &HostBreakdown{Seconds: float64(f.Sub(t0) / window)}
+			}}
+			s := newSim(t, o)
+			for k := range from + 4 {
+				gen := steady
+				if k >= from {
+					gen = func(r *rand.Rand, i int) shape {
+						sh := steady(r, i)
+						if k > from || i >= tt.stepAt {
+							sh.upstream += step
+						}
+						return sh
+					}
+				}
+				s.window(1000, gen)
+			}
+			notes := s.rec.of(RuleP99OverBaseline)
+			if len(notes) == 0 || notes[0].alert.State != StateFiring || notes[0].window != from+2 {
+				t.Fatalf("P99OverBaseline notifications %+v, want firing at %d", notes, from+2)
+			}
+			snap := notes[0].alert.Snapshot
+			if snap == nil || !snap.Current.Start.Equal(t0.Add(time.Duration(tt.wantFrom)*window)) || !snap.Previous.Start.Equal(t0.Add((from-1)*window)) {
+				t.Fatalf("snapshot %+v, want window %d against %d", snap, tt.wantFrom, from-1)
+			}
+			if len(snap.Moved) == 0 || snap.Moved[0] != record.PhaseUpstream {
+				t.Fatalf("moved %v, want upstream first", snap.Moved)
+			}
+			if d := snap.Current.Phases[record.PhaseUpstream] - snap.Previous.Phases[record.PhaseUpstream]; d < tt.wantAtOrAbove.Seconds() {
+				t.Errorf("upstream mean moved %.2f ms, want at least %v", d*1e3, tt.wantAtOrAbove)
+			}
+			if h := snap.Current.Host; h == nil || h.Seconds != float64(tt.wantFrom) {
+				t.Errorf("current host facts %+v, want window %d's", h, tt.wantFrom)
+			}
+			if h := snap.Previous.Host; h == nil || h.Seconds != from-1 {
+				t.Errorf("previous host facts %+v, want window %d's", h, from-1)
 			}
 		})
 	}
