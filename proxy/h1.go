@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/inferwatch/inferwatch/proxy/h1"
 )
 
 // h1Pool is the HTTP/1.1 upstream path for requests whose body is in memory
@@ -174,7 +176,7 @@ func (p *h1Pool) exchange(c *h1Conn, req *http.Request) (*http.Response, bool, e
 	stop := context.AfterFunc(ctx, func() { c.nc.SetDeadline(time.Unix(1, 0)) })
 	bw := h1Writers.Get().(*bufio.Writer)
 	bw.Reset(c.nc)
-	err := req.Write(bw)
+	err := h1.WriteRequest(bw, req)
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -193,14 +195,14 @@ func (p *h1Pool) exchange(c *h1Conn, req *http.Request) (*http.Response, bool, e
 		}
 		return nil, false, ctxErr(ctx, err)
 	}
-	res, err := http.ReadResponse(c.br, req)
+	res, err := h1.ReadResponse(c.br, req)
 	if err != nil {
 		stop()
 		return nil, true, fmt.Errorf("read response: %w", ctxErr(ctx, err))
 	}
 	for res.StatusCode == http.StatusContinue {
 		// 100-continue: the body went with the request already.
-		if res, err = http.ReadResponse(c.br, req); err != nil {
+		if res, err = h1.ReadResponse(c.br, req); err != nil {
 			stop()
 			return nil, true, fmt.Errorf("read response: %w", ctxErr(ctx, err))
 		}

@@ -17,5 +17,7 @@
 // request.go parses a request head and its framing; body.go reads request
 // bodies (Content-Length, chunked with trailers, 100-continue); response.go
 // frames responses; watch.go watches an idle client connection during a
-// call.
+// call; upstream.go writes the upstream request of an in-memory body and
+// reads the head of its answer, with net/http's writer and reader kept for
+// every message off the common path.
 package h1

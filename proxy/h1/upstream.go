@@ -1,0 +1,298 @@
+package h1
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// The upstream half of an HTTP/1.1 exchange: writing a request whose body
+// is in memory and reading the head of its answer. Each has a fast path for
+// the messages an inference call is made of (a request of known length; a
+// final response framed by Content-Length) and hands everything else to
+// net/http's Request.Write and http.ReadResponse, unchanged. The fast
+// paths are there for cost: net/http's writer and reader allocate a string
+// per header line and value and a handful of framing structures per call,
+// about 25 allocations of the proxy's 67 a JSON call.
+
+// WriteRequest writes req, whose body is nil or holds req.ContentLength
+// bytes in memory, on bw without flushing. The request line, Host and the
+// header fields go out as net/http writes them (no User-Agent is added when
+// the field is absent or empty; Content-Length 0 is sent for an empty POST,
+// PUT or PATCH), except that fields keep their map order.
+func WriteRequest(bw *bufio.Writer, req *http.Request) error {
+	host := req.Host
+	if host == "" && req.URL != nil {
+		host = req.URL.Host
+	}
+	if !plainRequest(req, host) {
+		return req.Write(bw)
+	}
+	bw.WriteString(req.Method)
+	bw.WriteByte(' ')
+	bw.WriteString(req.URL.RequestURI())
+	bw.WriteString(" HTTP/1.1\r\nHost: ")
+	bw.WriteString(host)
+	bw.WriteString("\r\n")
+	for k, vv := range req.Header {
+		switch k {
+		case "Host", "Content-Length", "Transfer-Encoding", "Trailer":
+			continue
+		case "User-Agent":
+			if len(vv) == 0 || vv[0] == "" {
+				continue
+			}
+			vv = vv[:1] // net/http sends the first only
+		}
+		for _, v := range vv {
+			bw.WriteString(k)
+			bw.WriteString(": ")
+			bw.WriteString(strings.Trim(v, " \t"))
+			bw.WriteString("\r\n")
+		}
+	}
+	switch {
+	case req.Body != nil:
+		bw.WriteString("Content-Length: ")
+		bw.WriteString(strconv.FormatInt(req.ContentLength, 10))
+		bw.WriteString("\r\n\r\n")
+		n, err := io.Copy(bw, req.Body)
+		if err == nil && n != req.ContentLength {
+			err = errors.New("http: ContentLength=" + strconv.FormatInt(req.ContentLength, 10) + " with Body length " + strconv.FormatInt(n, 10))
+		}
+		if err != nil {
+			return err
+		}
+	case req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch:
+		bw.WriteString("Content-Length: 0\r\n\r\n")
+	default:
+		bw.WriteString("\r\n")
+	}
+	return nil
+}
+
+// plainRequest says req can take WriteRequest's fast path: HTTP/1.1
+// framing by length only, a clean host, and fields net/http would write
+// unchanged (valid names, no line breaks in values).
+func plainRequest(req *http.Request, host string) bool {
+	if req.URL == nil || req.Close || len(req.TransferEncoding) > 0 || len(req.Trailer) > 0 ||
+		!validToken([]byte(req.Method)) || req.Method == http.MethodConnect {
+		return false
+	}
+	if (req.Body == nil) != (req.ContentLength == 0) || req.ContentLength < 0 {
+		return false
+	}
+	if !plainHost(host) {
+		return false
+	}
+	for k, vv := range req.Header {
+		if !validToken([]byte(k)) {
+			return false
+		}
+		for _, v := range vv {
+			if strings.ContainsAny(v, "\r\n") || !validValue([]byte(v)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// plainHost says net/http would send host as it is: printable ASCII with
+// no path, space or zone to cut, nothing to punycode.
+func plainHost(host string) bool {
+	if host == "" {
+		return false
+	}
+	for i := 0; i < len(host); i++ {
+		if c := host[i]; c <= ' ' || c >= 0x7f || c == '/' || c == '%' {
+			return false
+		}
+	}
+	return true
+}
+
+// ReadResponse reads the head of the answer to req from br. A final
+// HTTP/1.1 response framed by Content-Length (the answer to anything but
+// HEAD) is parsed here, with one string allocation for the head; anything
+// else — 1xx, 204, 304, chunked or close-delimited bodies, HTTP/1.0, a head
+// larger than br's buffer, anything malformed — is left unread and handed
+// to http.ReadResponse, whose answer and error are returned as they are.
+// The fast path's fields are net/http's, except that a Pragma: no-cache is
+// not turned into a Cache-Control the upstream never sent.
+func ReadResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodHead {
+		if res := fastResponse(br, req); res != nil {
+			return res, nil
+		}
+	}
+	return http.ReadResponse(br, req)
+}
+
+// maxResponseFields bounds the fields of a head the fast path takes.
+const maxResponseFields = 64
+
+// fastResponse parses a buffered response head, or returns nil having
+// consumed nothing.
+func fastResponse(br *bufio.Reader, req *http.Request) *http.Response {
+	head := peekHead(br)
+	if head == nil || !bytes.HasPrefix(head, []byte("HTTP/1.1 ")) {
+		return nil
+	}
+	type field struct{ start, colon, end int }
+	var fieldsArr [16]field
+	fields := fieldsArr[:0]
+	var statusEnd int
+	// Names are canonicalised in br's buffer, which is discarded on
+	// success and, on a fallback, holds what net/http canonicalises anyway;
+	// the head's one string is what every field is cut from.
+	buf := head
+	for pos, first := 0, true; ; first = false {
+		nl := bytes.IndexByte(buf[pos:], '\n')
+		end := pos + nl
+		next := end + 1
+		if end > pos && buf[end-1] == '\r' {
+			end--
+		}
+		if first {
+			statusEnd = end
+			pos = next
+			continue
+		}
+		if end == pos {
+			break
+		}
+		line := buf[pos:end]
+		colon := bytes.IndexByte(line, ':')
+		if line[0] == ' ' || line[0] == '\t' || colon <= 0 || len(fields) == maxResponseFields ||
+			!validToken(line[:colon]) || !validValue(line[colon+1:]) {
+			return nil
+		}
+		canonicalize(line[:colon])
+		fields = append(fields, field{pos, pos + colon, end})
+		pos = next
+	}
+	all := string(buf)
+	status := strings.TrimLeft(all[len("HTTP/1.1 "):statusEnd], " ")
+	codeText, _, _ := strings.Cut(status, " ")
+	if len(codeText) != 3 {
+		return nil
+	}
+	code, err := strconv.Atoi(codeText)
+	if err != nil || code < 200 || code == http.StatusNoContent || code == http.StatusNotModified {
+		return nil
+	}
+	hdr := make(http.Header, len(fields))
+	vals := make([]string, len(fields))
+	for i, f := range fields {
+		k := all[f.start:f.colon]
+		vals[i] = strings.Trim(all[f.colon+1:f.end], " \t")
+		if vv, ok := hdr[k]; ok {
+			hdr[k] = append(vv, vals[i])
+		} else {
+			hdr[k] = vals[i : i+1 : i+1]
+		}
+	}
+	cls := hdr["Content-Length"]
+	if len(cls) == 0 || hdr["Transfer-Encoding"] != nil {
+		return nil
+	}
+	n, err := contentLength(cls)
+	if err != nil {
+		return nil
+	}
+	if len(cls) > 1 {
+		hdr["Content-Length"] = cls[:1]
+	}
+	res := &http.Response{
+		Status:        status,
+		StatusCode:    code,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        hdr,
+		ContentLength: n,
+		Request:       req,
+	}
+	if hasToken(hdr["Connection"], "close") {
+		res.Close = true
+		delete(hdr, "Connection") // as net/http does
+	}
+	br.Discard(len(head))
+	if n == 0 {
+		res.Body = http.NoBody
+	} else {
+		res.Body = &lengthBody{br: br, remain: n}
+	}
+	return res
+}
+
+// peekHead returns the buffered bytes of a whole response head, through
+// its empty line, reading more as needed; nil when the head does not fit
+// br's buffer or the connection ends first.
+func peekHead(br *bufio.Reader) []byte {
+	for n := max(br.Buffered(), 1); ; {
+		b, err := br.Peek(n)
+		if i := headEnd(b); i > 0 {
+			return b[:i]
+		}
+		if err != nil || n >= br.Size() {
+			return nil
+		}
+		n = br.Buffered() + 1
+		if n <= len(b) {
+			n = len(b) + 1
+		}
+	}
+}
+
+// headEnd is the length of the head in b through its blank line (CRLF or a
+// bare LF, as net/http accepts), or 0 when b holds no whole head.
+func headEnd(b []byte) int {
+	for i := 0; ; {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			return 0
+		}
+		i += j + 1
+		switch {
+		case i < len(b) && b[i] == '\n':
+			return i + 1
+		case i+1 < len(b) && b[i] == '\r' && b[i+1] == '\n':
+			return i + 2
+		}
+	}
+}
+
+// lengthBody reads a response body of a known length from the
+// connection's reader, ending with io.EOF on its last byte.
+type lengthBody struct {
+	br     *bufio.Reader
+	remain int64
+}
+
+func (b *lengthBody) Read(p []byte) (int, error) {
+	if b.remain <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.remain {
+		p = p[:b.remain]
+	}
+	n, err := b.br.Read(p)
+	b.remain -= int64(n)
+	switch {
+	case b.remain == 0:
+		return n, io.EOF
+	case err == io.EOF:
+		return n, io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+// Close leaves any unread rest on the connection; the caller closes a
+// connection whose body was not read to its end.
+func (b *lengthBody) Close() error { return nil }
