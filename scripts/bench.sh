@@ -9,7 +9,14 @@
 # figures to out/bench-<time>.json and the table to out/bench-<time>.txt.
 #
 # Needs Go, nginx with the gRPC proxy module (Debian: `nginx`) and HAProxy
-# (Debian: `haproxy`). About 7 minutes.
+# (Debian: `haproxy`). About 7 minutes a round.
+#
+# A scenario is measured BENCH_ROUNDS times, the targets taking turns in each
+# round, and the table gives medians over the rounds (added latency: the
+# median of each round's difference to that round's direct run; late and
+# failed calls: summed; other%: the worst round). One 10 s window moves an
+# added p50 by a few hundred µs from run to run on this kind of machine; the
+# rounds' own rows are printed first, so the spread is there to see.
 #
 # Environment knobs (defaults in brackets):
 #   BENCH_PORT_BASE [47100]  ports BASE+1..BASE+39 on 127.0.0.1
@@ -17,6 +24,7 @@
 #   BENCH_MAX_DURATION [5s]  each max-throughput measurement
 #   BENCH_WARMUP    [2s]     warm-up of each target before each measurement
 #   BENCH_SCENARIOS [all]    comma-separated scenario ids to run, e.g. grpc-small-1k
+#   BENCH_ROUNDS    [3]      rounds of every scenario
 #
 # Columns: CPU% is the proxy's own CPU during the measurement (100 = one
 # core; nginx: master + workers); CPUus/call is that CPU over the calls
@@ -30,6 +38,8 @@ dur=${BENCH_DURATION:-10s}
 maxdur=${BENCH_MAX_DURATION:-5s}
 warm=${BENCH_WARMUP:-2s}
 only=${BENCH_SCENARIOS:-}
+rounds=${BENCH_ROUNDS:-3}
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "bench: BENCH_ROUNDS=$rounds is not a positive whole number" >&2; exit 1; }
 
 ms_grpc=127.0.0.1:$((base + 1)) ms_http=127.0.0.1:$((base + 2))
 iw_grpc=127.0.0.1:$((base + 11)) iw_http=127.0.0.1:$((base + 12)) iw_admin=127.0.0.1:$((base + 19))
@@ -307,7 +317,8 @@ clk=$(getconf CLK_TCK)
   echo "loadavg  $(cut -d' ' -f1-3 /proc/loadavg) at start"
   echo "versions $go_version, nginx $nginx_version, HAProxy $haproxy_version"
   echo "method   open-loop inferwatch load, one target at a time; $warm warm-up each;"
-  echo "         fixed rate $dur, max throughput $maxdur at 20000/s offered, 64 in flight"
+  echo "         fixed rate $dur, max throughput $maxdur at 20000/s offered, 64 in flight;"
+  echo "         $rounds round(s) of each scenario, targets in turn; medians over the rounds"
 } | tee "$report"
 
 # --- scenarios -------------------------------------------------------------
@@ -423,17 +434,18 @@ runs_json=()
 
 for sc in "${scenarios[@]}"; do
   IFS='|' read -r id title proto model payload json qps sdur inflight <<<"$sc"
-  echo "bench: $title ($(cut -d' ' -f1-3 /proc/loadavg) loadavg)" >&2
+  for r in $(seq "$rounds"); do
+  echo "bench: $title, round $r of $rounds ($(cut -d' ' -f1-3 /proc/loadavg) loadavg)" >&2
   for tg in "${targets[@]}"; do
     addr=$(addr_of "$tg" "$proto")
     rc=0
     load "$tg" "$addr" "$proto" "$model" "$payload" "$json" "$qps" "$warm" "$inflight" >/dev/null || rc=$?
-    if [ "$rc" -eq 4 ] || [ "$rc" -eq 5 ]; then stalls+=("$title (warm-up)"); pids[haproxy]=$(cat "$tmp/haproxy.pid"); elif [ "$rc" -ne 0 ]; then exit "$rc"; fi
+    if [ "$rc" -eq 4 ] || [ "$rc" -eq 5 ]; then stalls+=("$title, round $r (warm-up)"); pids[haproxy]=$(cat "$tmp/haproxy.pid"); elif [ "$rc" -ne 0 ]; then exit "$rc"; fi
     alive
     pp=$(proxy_pids "$tg")
     if [ "$id" = grpc-small-1k ] && [ -n "$pp" ]; then
       # shellcheck disable=SC2086
-      (while :; do echo "$(sum_status VmRSS $pp) $(sum_pss $pp)"; sleep 0.5; done) >"$tmp/rss-$tg" &
+      (while :; do echo "$(sum_status VmRSS $pp) $(sum_pss $pp)"; sleep 0.5; done) >>"$tmp/rss-$tg" &
       sampler=$!
     fi
     load_before=$(cut -d' ' -f1 /proc/loadavg)
@@ -443,7 +455,7 @@ for sc in "${scenarios[@]}"; do
     if [ -n "$pp" ]; then c0=$(cpu_ticks $pp); fi
     rc=0
     out=$(load "$tg" "$addr" "$proto" "$model" "$payload" "$json" "$qps" "$sdur" "$inflight") || rc=$?
-    if [ "$rc" -eq 4 ] || [ "$rc" -eq 5 ]; then stalls+=("$title"); pids[haproxy]=$(cat "$tmp/haproxy.pid"); elif [ "$rc" -ne 0 ]; then exit "$rc"; fi
+    if [ "$rc" -eq 4 ] || [ "$rc" -eq 5 ]; then stalls+=("$title, round $r"); pids[haproxy]=$(cat "$tmp/haproxy.pid"); elif [ "$rc" -ne 0 ]; then exit "$rc"; fi
     if [ -n "$sampler" ]; then
       kill "$sampler" 2>/dev/null || true
       wait "$sampler" 2>/dev/null || true
@@ -462,6 +474,7 @@ for sc in "${scenarios[@]}"; do
     fi
     alive
     if [ -n "$sampled" ]; then
+      # The most over every round's samples: the sampler appends.
       rss_max[$tg]=$(awk 'BEGIN { m = 0 } $1 > m { m = $1 } END { print m }' "$tmp/rss-$tg")
       pss_max[$tg]=$(awk 'BEGIN { m = 0 } $2 > m { m = $2 } END { print m }' "$tmp/rss-$tg")
       # shellcheck disable=SC2086
@@ -473,10 +486,11 @@ for sc in "${scenarios[@]}"; do
       # shellcheck disable=SC2086
       hwm_16m[$tg]=$(sum_status VmHWM $pp)
     fi
-    res[$id/$tg]=$out
-    cpu_pct[$id/$tg]=$pct
-    other_pct[$id/$tg]=$other
-    runs_json+=("{\"scenario\":\"$id\",\"target\":\"$tg\",\"addr\":\"$addr\",\"protocol\":\"$proto\",\"model\":\"$model\",\"payload\":\"$payload\",\"json_body\":$([ "$json" = yes ] && echo true || echo false),\"qps\":$qps,\"duration\":\"$sdur\",\"max_inflight\":$inflight,\"loadavg_before\":$load_before,\"proxy_cpu_pct\":$pct,\"other_cpu_pct\":$other,\"load\":$out}")
+    res[$id/$tg/$r]=$out
+    cpu_pct[$id/$tg/$r]=$pct
+    other_pct[$id/$tg/$r]=$other
+    runs_json+=("{\"scenario\":\"$id\",\"round\":$r,\"target\":\"$tg\",\"addr\":\"$addr\",\"protocol\":\"$proto\",\"model\":\"$model\",\"payload\":\"$payload\",\"json_body\":$([ "$json" = yes ] && echo true || echo false),\"qps\":$qps,\"duration\":\"$sdur\",\"max_inflight\":$inflight,\"loadavg_before\":$load_before,\"proxy_cpu_pct\":$pct,\"other_cpu_pct\":$other,\"load\":$out}")
+  done
   done
 done
 for tg in "${proxies[@]}"; do
@@ -499,44 +513,100 @@ cpu_per_call() {
 # ratio A B: A/B, or n/a when either added nothing measurable (<= 0).
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a <= 0 || b <= 0) print "n/a"; else printf "%.2f", a / b }'; }
 
+# med N...: the median of the numbers given ("-" for none), rounded.
+med() {
+  printf '%s\n' "$@" | awk '/^-?[0-9.]+$/' | sort -g |
+    awk '{ a[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) printf "%.0f", a[(NR + 1) / 2]; else printf "%.0f", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}
+stalled() { [[ $1 == *'"stalled":true'* ]]; }
+num() { if [ "$1" = - ]; then echo 0; else echo "$1"; fi; } # "-" (none) as 0, for ratio
+
+# Per (scenario, target): medians over the rounds that were not stalled.
+declare -A m_p50=() m_p99=() m_tp=() m_add50=() m_add99=() m_cpu=() m_cpc=() m_late=() m_failed=() m_other=() m_n=()
+for sc in "${scenarios[@]}"; do
+  IFS='|' read -r id _ <<<"$sc"
+  for tg in "${targets[@]}"; do
+    p50s=() p99s=() tps=() a50s=() a99s=() cpus=() cpcs=() late=0 failed=0 other=0 n=0
+    for r in $(seq "$rounds"); do
+      x=${res[$id/$tg/$r]} d=${res[$id/direct/$r]}
+      if stalled "$x"; then continue; fi
+      n=$((n + 1))
+      p50s+=("$(jnum "$x" p50_us)") p99s+=("$(jnum "$x" p99_us)") tps+=("$(jnum "$x" throughput)")
+      late=$((late + $(jnum "$x" late))) failed=$((failed + $(jnum "$x" failed)))
+      if [ "${other_pct[$id/$tg/$r]}" -gt "$other" ]; then other=${other_pct[$id/$tg/$r]}; fi
+      if [ "$tg" != direct ]; then
+        a50s+=($(($(jnum "$x" p50_us) - $(jnum "$d" p50_us)))) a99s+=($(($(jnum "$x" p99_us) - $(jnum "$d" p99_us))))
+      fi
+      c=${cpu_pct[$id/$tg/$r]}
+      if [ "$c" != null ]; then cpus+=("$c") cpcs+=("$(cpu_per_call "$c" "$x")"); fi
+    done
+    m_n[$id/$tg]=$n
+    m_p50[$id/$tg]=$(med "${p50s[@]}") m_p99[$id/$tg]=$(med "${p99s[@]}") m_tp[$id/$tg]=$(med "${tps[@]}")
+    m_add50[$id/$tg]=$(med "${a50s[@]}") m_add99[$id/$tg]=$(med "${a99s[@]}")
+    m_cpu[$id/$tg]=$(med "${cpus[@]}") m_cpc[$id/$tg]=$(med "${cpcs[@]}")
+    m_late[$id/$tg]=$late m_failed[$id/$tg]=$failed m_other[$id/$tg]=$other
+  done
+done
+
+header() {
+  printf '%-38s %-12s %8s %8s %9s %6s %6s %8s %8s %5s %10s %6s\n' \
+    scenario "$1" "p50 µs" "p99 µs" "calls/s" late failed "+p50 µs" "+p99 µs" "CPU%" "CPUus/call" "other%"
+}
 {
   echo
-  printf '%-38s %-10s %8s %8s %9s %6s %6s %8s %8s %5s %10s %6s\n' \
-    scenario target "p50 µs" "p99 µs" "calls/s" late failed "+p50 µs" "+p99 µs" "CPU%" "CPUus/call" "other%"
+  echo "each round (targets in turn; +p50/+p99 over the same round's direct)"
+  header "rd target"
   for sc in "${scenarios[@]}"; do
     IFS='|' read -r id title _ <<<"$sc"
-    d=${res[$id/direct]}
-    for tg in "${targets[@]}"; do
-      r=${res[$id/$tg]}
-      add50=- add99=-
-      if [ "$tg" != direct ]; then
-        add50=$(($(jnum "$r" p50_us) - $(jnum "$d" p50_us)))
-        add99=$(($(jnum "$r" p99_us) - $(jnum "$d" p99_us)))
-      fi
-      c=${cpu_pct[$id/$tg]}
-      if [[ $r == *'"stalled":true'* ]]; then
-        printf '%-38s %-10s %s\n' "$title" "$tg" "stalled twice: calls never completed, no figures"
-        continue
-      fi
-      printf '%-38s %-10s %8s %8s %9.0f %6s %6s %8s %8s %5s %10s %6s\n' "$title" "$tg" \
-        "$(jnum "$r" p50_us)" "$(jnum "$r" p99_us)" "$(jnum "$r" throughput)" \
-        "$(jnum "$r" late)" "$(jnum "$r" failed)" "$add50" "$add99" "${c/null/-}" "$(cpu_per_call "$c" "$r")" "${other_pct[$id/$tg]}"
+    for r in $(seq "$rounds"); do
+      d=${res[$id/direct/$r]}
+      for tg in "${targets[@]}"; do
+        x=${res[$id/$tg/$r]}
+        if stalled "$x"; then
+          printf '%-38s %-12s %s\n' "$title" "$r $tg" "stalled twice: calls never completed, no figures"
+          continue
+        fi
+        add50=- add99=-
+        if [ "$tg" != direct ]; then
+          add50=$(($(jnum "$x" p50_us) - $(jnum "$d" p50_us)))
+          add99=$(($(jnum "$x" p99_us) - $(jnum "$d" p99_us)))
+        fi
+        c=${cpu_pct[$id/$tg/$r]}
+        printf '%-38s %-12s %8s %8s %9.0f %6s %6s %8s %8s %5s %10s %6s\n' "$title" "$r $tg" \
+          "$(jnum "$x" p50_us)" "$(jnum "$x" p99_us)" "$(jnum "$x" throughput)" \
+          "$(jnum "$x" late)" "$(jnum "$x" failed)" "$add50" "$add99" "${c/null/-}" "$(cpu_per_call "$c" "$x")" "${other_pct[$id/$tg/$r]}"
+      done
     done
   done
   echo
-  echo "each proxy / nginx: added latency over direct (< 1: adds less than nginx), throughput (> 1: carries more),"
+  echo "medians over $rounds round(s) (late, failed: summed; other%: the worst round)"
+  header target
+  for sc in "${scenarios[@]}"; do
+    IFS='|' read -r id title _ <<<"$sc"
+    for tg in "${targets[@]}"; do
+      k=$id/$tg
+      if [ "${m_n[$k]}" -eq 0 ]; then
+        printf '%-38s %-12s %s\n' "$title" "$tg" "stalled in every round: no figures"
+        continue
+      fi
+      a50=${m_add50[$k]} a99=${m_add99[$k]}
+      if [ "$tg" = direct ]; then a50=- a99=-; fi
+      printf '%-38s %-12s %8s %8s %9s %6s %6s %8s %8s %5s %10s %6s\n' "$title" "$tg" \
+        "${m_p50[$k]}" "${m_p99[$k]}" "${m_tp[$k]}" "${m_late[$k]}" "${m_failed[$k]}" "$a50" "$a99" "${m_cpu[$k]}" "${m_cpc[$k]}" "${m_other[$k]}"
+    done
+  done
+  echo
+  echo "each proxy / nginx, from the medians: added latency over direct (< 1: adds less than nginx), throughput (> 1: carries more),"
   echo "CPU per call (< 1: cheaper); n/a where one of them added nothing measurable"
   printf '%-38s %-10s %10s %10s %11s %9s\n' scenario target "added p50" "added p99" throughput "CPU/call"
   for sc in "${scenarios[@]}"; do
     IFS='|' read -r id title _ <<<"$sc"
-    d=${res[$id/direct]} n=${res[$id/nginx]}
     for tg in iw-stdlib iw-frame haproxy; do
-      i=${res[$id/$tg]}
       printf '%-38s %-10s %10s %10s %11s %9s\n' "$title" "$tg" \
-        "$(ratio $(($(jnum "$i" p50_us) - $(jnum "$d" p50_us))) $(($(jnum "$n" p50_us) - $(jnum "$d" p50_us))))" \
-        "$(ratio $(($(jnum "$i" p99_us) - $(jnum "$d" p99_us))) $(($(jnum "$n" p99_us) - $(jnum "$d" p99_us))))" \
-        "$(ratio "$(jnum "$i" throughput)" "$(jnum "$n" throughput)")" \
-        "$(ratio "$(cpu_per_call "${cpu_pct[$id/$tg]}" "$i" | tr -d -)" "$(cpu_per_call "${cpu_pct[$id/nginx]}" "$n" | tr -d -)")"
+        "$(ratio "$(num "${m_add50[$id/$tg]}")" "$(num "${m_add50[$id/nginx]}")")" \
+        "$(ratio "$(num "${m_add99[$id/$tg]}")" "$(num "${m_add99[$id/nginx]}")")" \
+        "$(ratio "$(num "${m_tp[$id/$tg]}")" "$(num "${m_tp[$id/nginx]}")")" \
+        "$(ratio "$(num "${m_cpc[$id/$tg]}")" "$(num "${m_cpc[$id/nginx]}")")"
     done
   done
   echo
@@ -556,7 +626,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a <= 0 || b <= 0) print "n/a"; el
 
 {
   echo "{"
-  echo "\"date\":\"$stamp\",\"commit\":\"$commit\",\"dirty\":$dirty,"
+  echo "\"date\":\"$stamp\",\"commit\":\"$commit\",\"dirty\":$dirty,\"rounds\":$rounds,"
   echo "\"machine\":{\"nproc\":$(nproc),\"cpu\":\"${cpu//\"/}\",\"kernel\":\"$(uname -sr)\",\"go\":\"$go_version\",\"nginx\":\"$nginx_version\",\"haproxy\":\"$haproxy_version\"},"
   echo "\"memory_kib\":{"
   for tg in "${proxies[@]}"; do
