@@ -233,13 +233,18 @@ func fastResponse(br *bufio.Reader, req *http.Request) *http.Response {
 
 // peekHead returns the buffered bytes of a whole response head, through
 // its empty line, reading more as needed; nil when the head does not fit
-// br's buffer or the connection ends first.
+// br's buffer or the connection ends first. Each look resumes at the line
+// the last one could not finish, so a head that trickles in is scanned
+// once.
 func peekHead(br *bufio.Reader) []byte {
+	line := 0
 	for n := max(br.Buffered(), 1); ; {
 		b, err := br.Peek(n)
-		if i := headEnd(b); i > 0 {
-			return b[:i]
+		end, next := headEnd(b, line)
+		if end > 0 {
+			return b[:end]
 		}
+		line = next
 		if err != nil || n >= br.Size() {
 			return nil
 		}
@@ -250,21 +255,23 @@ func peekHead(br *bufio.Reader) []byte {
 	}
 }
 
-// headEnd is the length of the head in b through its blank line (CRLF or a
-// bare LF, as net/http accepts), or 0 when b holds no whole head.
-func headEnd(b []byte) int {
-	for i := 0; ; {
-		j := bytes.IndexByte(b[i:], '\n')
-		if j < 0 {
-			return 0
-		}
-		i += j + 1
+// headEnd looks for the blank line (CRLF or a bare LF, as net/http accepts)
+// that ends a head, from the line starting at from. It returns the head's
+// length through that line, or 0 and the start of the first line it could
+// not finish.
+func headEnd(b []byte, from int) (end, next int) {
+	for i := from; ; {
 		switch {
 		case i < len(b) && b[i] == '\n':
-			return i + 1
+			return i + 1, 0
 		case i+1 < len(b) && b[i] == '\r' && b[i+1] == '\n':
-			return i + 2
+			return i + 2, 0
 		}
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			return 0, i
+		}
+		i += j + 1
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 // compareResponses fails t when ours differs from net/http's reading of
@@ -103,6 +104,24 @@ func TestReadResponseKeepAlive(t *testing.T) {
 		if err != nil || res.StatusCode != want.code || string(b) != want.body {
 			t.Fatalf("%d %q %v, want %d %q", res.StatusCode, b, err, want.code, want.body)
 		}
+	}
+}
+
+// A head that arrives a byte a read is found as whole as one that arrives
+// in one.
+func TestReadResponseTrickle(t *testing.T) {
+	raw := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-A: 1\r\nContent-Length: 2\r\n\r\n{}"
+	br := bufio.NewReaderSize(iotest.OneByteReader(strings.NewReader(raw)), 4096)
+	res, err := ReadResponse(br, &http.Request{Method: "POST"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(res.Body)
+	if err != nil || string(b) != "{}" || res.Header.Get("X-A") != "1" || res.ContentLength != 2 {
+		t.Fatalf("%d %v len %d body %q %v", res.StatusCode, res.Header, res.ContentLength, b, err)
+	}
+	if _, ok := res.Body.(*lengthBody); !ok {
+		t.Errorf("body %T: the trickled head did not take the fast path", res.Body)
 	}
 }
 
