@@ -14,7 +14,8 @@
 // upstream when their client leaves.
 //
 // One file, one job: server.go accepts, tracks and drains connections;
-// request.go parses a request head and its framing; body.go reads request
+// request.go parses a request head and its framing; fields.go checks
+// header lines and builds header maps for both request and response heads; body.go reads request
 // bodies (Content-Length, chunked with trailers, 100-continue); response.go
 // frames responses; watch.go watches an idle client connection during a
 // call; upstream.go writes the upstream request of an in-memory body and

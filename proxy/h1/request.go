@@ -2,7 +2,6 @@ package h1
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"io"
 	"net/http"
@@ -46,8 +45,6 @@ func (c *conn) readRequest() (*http.Request, error) {
 		}
 	}
 	reqLine := [2]int{lineStart, lineEnd}
-	// Header lines: [start, end) of each, colon position.
-	type field struct{ start, colon, end int }
 	var fieldsArr [32]field
 	fields := fieldsArr[:0]
 	for {
@@ -58,21 +55,10 @@ func (c *conn) readRequest() (*http.Request, error) {
 		if e == s {
 			break
 		}
-		line := c.head[s:e]
-		if line[0] == ' ' || line[0] == '\t' {
-			return nil, badRequest("obsolete line folding in header")
+		colon, problem := checkField(c.head[s:e])
+		if problem != "" {
+			return nil, badRequest(problem)
 		}
-		colon := bytes.IndexByte(line, ':')
-		if colon <= 0 {
-			return nil, badRequest("malformed header line")
-		}
-		if !validToken(line[:colon]) {
-			return nil, badRequest("invalid header field name")
-		}
-		if !validValue(line[colon+1:]) {
-			return nil, badRequest("invalid header field value")
-		}
-		canonicalize(line[:colon])
 		fields = append(fields, field{s, s + colon, e})
 	}
 
@@ -84,7 +70,7 @@ func (c *conn) readRequest() (*http.Request, error) {
 		return nil, badRequest("malformed request line")
 	}
 	method, target, proto := line[:sp1], line[sp1+1:sp2], line[sp2+1:]
-	if !validToken([]byte(method)) {
+	if !validToken(method) {
 		return nil, badRequest("invalid method")
 	}
 	if target == "" || strings.ContainsAny(target, " \t") {
@@ -109,19 +95,7 @@ func (c *conn) readRequest() (*http.Request, error) {
 		return nil, badRequest("malformed request target")
 	}
 
-	hdr := make(http.Header, len(fields))
-	vals := make([]string, len(fields))
-	for i, f := range fields {
-		k := all[f.start:f.colon]
-		v := strings.Trim(all[f.colon+1:f.end], " \t")
-		vals[i] = v
-		if vv, ok := hdr[k]; ok {
-			hdr[k] = append(vv, v)
-		} else {
-			hdr[k] = vals[i : i+1 : i+1]
-		}
-	}
-
+	hdr := header(all, fields)
 	req := &http.Request{
 		Method:     method,
 		URL:        u,
@@ -276,7 +250,7 @@ func declaredTrailers(vv []string) (http.Header, error) {
 			if name == "" {
 				continue
 			}
-			if !validToken([]byte(name)) {
+			if !validToken(name) {
 				return nil, badRequest("invalid trailer name")
 			}
 			k := http.CanonicalHeaderKey(name)
@@ -323,12 +297,14 @@ var tokenChars = func() (t [256]bool) {
 	return t
 }()
 
-func validToken(b []byte) bool {
+// validToken and validValue take strings as well as bytes: converting a
+// string of over 32 bytes to check it would allocate.
+func validToken[T string | []byte](b T) bool {
 	if len(b) == 0 {
 		return false
 	}
-	for _, c := range b {
-		if !tokenChars[c] {
+	for i := 0; i < len(b); i++ {
+		if !tokenChars[b[i]] {
 			return false
 		}
 	}
@@ -337,9 +313,9 @@ func validToken(b []byte) bool {
 
 // validValue refuses control characters other than HTAB, and DEL, as
 // net/http's httpguts.ValidHeaderFieldValue does.
-func validValue(b []byte) bool {
-	for _, c := range b {
-		if (c < ' ' && c != '\t') || c == 0x7f {
+func validValue[T string | []byte](b T) bool {
+	for i := 0; i < len(b); i++ {
+		if c := b[i]; (c < ' ' && c != '\t') || c == 0x7f {
 			return false
 		}
 	}

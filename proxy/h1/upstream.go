@@ -80,7 +80,7 @@ func WriteRequest(bw *bufio.Writer, req *http.Request) error {
 // unchanged (valid names, no line breaks in values).
 func plainRequest(req *http.Request, host string) bool {
 	if req.URL == nil || req.Close || len(req.TransferEncoding) > 0 || len(req.Trailer) > 0 ||
-		!validToken([]byte(req.Method)) || req.Method == http.MethodConnect {
+		!validToken(req.Method) || req.Method == http.MethodConnect {
 		return false
 	}
 	if (req.Body == nil) != (req.ContentLength == 0) || req.ContentLength < 0 {
@@ -90,11 +90,11 @@ func plainRequest(req *http.Request, host string) bool {
 		return false
 	}
 	for k, vv := range req.Header {
-		if !validToken([]byte(k)) {
+		if !validToken(k) {
 			return false
 		}
 		for _, v := range vv {
-			if strings.ContainsAny(v, "\r\n") || !validValue([]byte(v)) {
+			if !validValue(v) { // also refuses line breaks
 				return false
 			}
 		}
@@ -143,60 +143,53 @@ func fastResponse(br *bufio.Reader, req *http.Request) *http.Response {
 	if head == nil || !bytes.HasPrefix(head, []byte("HTTP/1.1 ")) {
 		return nil
 	}
-	type field struct{ start, colon, end int }
+	// The status line first: an answer the fast path leaves to net/http
+	// is known before anything is copied.
+	statusEnd := bytes.IndexByte(head, '\n')
+	next := statusEnd + 1
+	if statusEnd > 0 && head[statusEnd-1] == '\r' {
+		statusEnd--
+	}
+	i := len("HTTP/1.1 ")
+	for i < statusEnd && head[i] == ' ' {
+		i++
+	}
+	status := head[i:statusEnd]
+	if len(status) < 3 || (len(status) > 3 && status[3] != ' ') {
+		return nil
+	}
+	code := 0
+	for _, d := range status[:3] {
+		if d < '0' || d > '9' {
+			return nil
+		}
+		code = code*10 + int(d-'0')
+	}
+	if code < 200 || code == http.StatusNoContent || code == http.StatusNotModified {
+		return nil
+	}
+	// Names are canonicalised in br's buffer, which is discarded on
+	// success and, on a fallback, holds what net/http canonicalises anyway.
 	var fieldsArr [16]field
 	fields := fieldsArr[:0]
-	var statusEnd int
-	// Names are canonicalised in br's buffer, which is discarded on
-	// success and, on a fallback, holds what net/http canonicalises anyway;
-	// the head's one string is what every field is cut from.
-	buf := head
-	for pos, first := 0, true; ; first = false {
-		nl := bytes.IndexByte(buf[pos:], '\n')
-		end := pos + nl
-		next := end + 1
-		if end > pos && buf[end-1] == '\r' {
+	for pos := next; ; {
+		end := pos + bytes.IndexByte(head[pos:], '\n')
+		after := end + 1
+		if end > pos && head[end-1] == '\r' {
 			end--
-		}
-		if first {
-			statusEnd = end
-			pos = next
-			continue
 		}
 		if end == pos {
 			break
 		}
-		line := buf[pos:end]
-		colon := bytes.IndexByte(line, ':')
-		if line[0] == ' ' || line[0] == '\t' || colon <= 0 || len(fields) == maxResponseFields ||
-			!validToken(line[:colon]) || !validValue(line[colon+1:]) {
+		colon, problem := checkField(head[pos:end])
+		if problem != "" || len(fields) == maxResponseFields {
 			return nil
 		}
-		canonicalize(line[:colon])
 		fields = append(fields, field{pos, pos + colon, end})
-		pos = next
+		pos = after
 	}
-	all := string(buf)
-	status := strings.TrimLeft(all[len("HTTP/1.1 "):statusEnd], " ")
-	codeText, _, _ := strings.Cut(status, " ")
-	if len(codeText) != 3 {
-		return nil
-	}
-	code, err := strconv.Atoi(codeText)
-	if err != nil || code < 200 || code == http.StatusNoContent || code == http.StatusNotModified {
-		return nil
-	}
-	hdr := make(http.Header, len(fields))
-	vals := make([]string, len(fields))
-	for i, f := range fields {
-		k := all[f.start:f.colon]
-		vals[i] = strings.Trim(all[f.colon+1:f.end], " \t")
-		if vv, ok := hdr[k]; ok {
-			hdr[k] = append(vv, vals[i])
-		} else {
-			hdr[k] = vals[i : i+1 : i+1]
-		}
-	}
+	all := string(head) // the one string allocation of the head
+	hdr := header(all, fields)
 	cls := hdr["Content-Length"]
 	if len(cls) == 0 || hdr["Transfer-Encoding"] != nil {
 		return nil
@@ -209,7 +202,7 @@ func fastResponse(br *bufio.Reader, req *http.Request) *http.Response {
 		hdr["Content-Length"] = cls[:1]
 	}
 	res := &http.Response{
-		Status:        status,
+		Status:        all[i:statusEnd],
 		StatusCode:    code,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
