@@ -437,62 +437,62 @@ runs_json=()
 for sc in "${scenarios[@]}"; do
   IFS='|' read -r id title proto model payload json qps sdur inflight <<<"$sc"
   for r in $(seq "$rounds"); do
-  echo "bench: $title, round $r of $rounds ($(cut -d' ' -f1-3 /proc/loadavg) loadavg)" >&2
-  for tg in "${targets[@]}"; do
-    addr=$(addr_of "$tg" "$proto")
-    rc=0
-    load "$tg" "$addr" "$proto" "$model" "$payload" "$json" "$qps" "$warm" "$inflight" >/dev/null || rc=$?
-    if [ "$rc" -eq 4 ] || [ "$rc" -eq 5 ]; then stalls+=("$title, round $r (warm-up)"); pids[haproxy]=$(cat "$tmp/haproxy.pid"); elif [ "$rc" -ne 0 ]; then exit "$rc"; fi
-    alive
-    pp=$(proxy_pids "$tg")
-    if [ "$id" = grpc-small-1k ] && [ -n "$pp" ]; then
+    echo "bench: $title, round $r of $rounds ($(cut -d' ' -f1-3 /proc/loadavg) loadavg)" >&2
+    for tg in "${targets[@]}"; do
+      addr=$(addr_of "$tg" "$proto")
+      rc=0
+      load "$tg" "$addr" "$proto" "$model" "$payload" "$json" "$qps" "$warm" "$inflight" >/dev/null || rc=$?
+      if [ "$rc" -eq 4 ] || [ "$rc" -eq 5 ]; then stalls+=("$title, round $r (warm-up)"); pids[haproxy]=$(cat "$tmp/haproxy.pid"); elif [ "$rc" -ne 0 ]; then exit "$rc"; fi
+      alive
+      pp=$(proxy_pids "$tg")
+      if [ "$id" = grpc-small-1k ] && [ -n "$pp" ]; then
+        # shellcheck disable=SC2086
+        (while :; do echo "$(sum_status VmRSS $pp) $(sum_pss $pp)"; sleep 0.5; done) >>"$tmp/rss-$tg" &
+        sampler=$!
+      fi
+      load_before=$(cut -d' ' -f1 /proc/loadavg)
+      t0=$(now_ns) b0=$(busy_ticks) o0=$(own_ticks)
+      c0=0
       # shellcheck disable=SC2086
-      (while :; do echo "$(sum_status VmRSS $pp) $(sum_pss $pp)"; sleep 0.5; done) >>"$tmp/rss-$tg" &
-      sampler=$!
-    fi
-    load_before=$(cut -d' ' -f1 /proc/loadavg)
-    t0=$(now_ns) b0=$(busy_ticks) o0=$(own_ticks)
-    c0=0
-    # shellcheck disable=SC2086
-    if [ -n "$pp" ]; then c0=$(cpu_ticks $pp); fi
-    rc=0
-    out=$(load "$tg" "$addr" "$proto" "$model" "$payload" "$json" "$qps" "$sdur" "$inflight") || rc=$?
-    if [ "$rc" -eq 4 ] || [ "$rc" -eq 5 ]; then stalls+=("$title, round $r"); pids[haproxy]=$(cat "$tmp/haproxy.pid"); elif [ "$rc" -ne 0 ]; then exit "$rc"; fi
-    if [ -n "$sampler" ]; then
-      kill "$sampler" 2>/dev/null || true
-      wait "$sampler" 2>/dev/null || true
-      sampler=
-      sampled=yes
-    else
-      sampled=
-    fi
-    t1=$(now_ns) b1=$(busy_ticks) o1=$(own_ticks)
-    other=$(awk -v c="$((b1 - b0 - (o1 - o0)))" -v k="$clk" -v ns="$((t1 - t0))" 'BEGIN { if (c < 0) c = 0; printf "%.0f", 100 * c / k / (ns / 1e9) }')
-    pct=null
-    # shellcheck disable=SC2086
-    if [ -n "$pp" ]; then
-      c1=$(cpu_ticks $pp)
-      pct=$(awk -v c="$((c1 - c0))" -v k="$clk" -v ns="$((t1 - t0))" 'BEGIN { printf "%.0f", 100 * c / k / (ns / 1e9) }')
-    fi
-    alive
-    if [ -n "$sampled" ]; then
-      # The most over every round's samples: the sampler appends.
-      rss_max[$tg]=$(awk 'BEGIN { m = 0 } $1 > m { m = $1 } END { print m }' "$tmp/rss-$tg")
-      pss_max[$tg]=$(awk 'BEGIN { m = 0 } $2 > m { m = $2 } END { print m }' "$tmp/rss-$tg")
+      if [ -n "$pp" ]; then c0=$(cpu_ticks $pp); fi
+      rc=0
+      out=$(load "$tg" "$addr" "$proto" "$model" "$payload" "$json" "$qps" "$sdur" "$inflight") || rc=$?
+      if [ "$rc" -eq 4 ] || [ "$rc" -eq 5 ]; then stalls+=("$title, round $r"); pids[haproxy]=$(cat "$tmp/haproxy.pid"); elif [ "$rc" -ne 0 ]; then exit "$rc"; fi
+      if [ -n "$sampler" ]; then
+        kill "$sampler" 2>/dev/null || true
+        wait "$sampler" 2>/dev/null || true
+        sampler=
+        sampled=yes
+      else
+        sampled=
+      fi
+      t1=$(now_ns) b1=$(busy_ticks) o1=$(own_ticks)
+      other=$(awk -v c="$((b1 - b0 - (o1 - o0)))" -v k="$clk" -v ns="$((t1 - t0))" 'BEGIN { if (c < 0) c = 0; printf "%.0f", 100 * c / k / (ns / 1e9) }')
+      pct=null
       # shellcheck disable=SC2086
-      rss_end[$tg]=$(sum_status VmRSS $pp)
-      # shellcheck disable=SC2086
-      hwm_1k[$tg]=$(sum_status VmHWM $pp)
-    fi
-    if [ "$id" = grpc-16mib-5 ] && [ -n "$pp" ]; then
-      # shellcheck disable=SC2086
-      hwm_16m[$tg]=$(sum_status VmHWM $pp)
-    fi
-    res[$id/$tg/$r]=$out
-    cpu_pct[$id/$tg/$r]=$pct
-    other_pct[$id/$tg/$r]=$other
-    runs_json+=("{\"scenario\":\"$id\",\"round\":$r,\"target\":\"$tg\",\"addr\":\"$addr\",\"protocol\":\"$proto\",\"model\":\"$model\",\"payload\":\"$payload\",\"json_body\":$([ "$json" = yes ] && echo true || echo false),\"qps\":$qps,\"duration\":\"$sdur\",\"max_inflight\":$inflight,\"loadavg_before\":$load_before,\"proxy_cpu_pct\":$pct,\"other_cpu_pct\":$other,\"load\":$out}")
-  done
+      if [ -n "$pp" ]; then
+        c1=$(cpu_ticks $pp)
+        pct=$(awk -v c="$((c1 - c0))" -v k="$clk" -v ns="$((t1 - t0))" 'BEGIN { printf "%.0f", 100 * c / k / (ns / 1e9) }')
+      fi
+      alive
+      if [ -n "$sampled" ]; then
+        # The most over every round's samples: the sampler appends.
+        rss_max[$tg]=$(awk 'BEGIN { m = 0 } $1 > m { m = $1 } END { print m }' "$tmp/rss-$tg")
+        pss_max[$tg]=$(awk 'BEGIN { m = 0 } $2 > m { m = $2 } END { print m }' "$tmp/rss-$tg")
+        # shellcheck disable=SC2086
+        rss_end[$tg]=$(sum_status VmRSS $pp)
+        # shellcheck disable=SC2086
+        hwm_1k[$tg]=$(sum_status VmHWM $pp)
+      fi
+      if [ "$id" = grpc-16mib-5 ] && [ -n "$pp" ]; then
+        # shellcheck disable=SC2086
+        hwm_16m[$tg]=$(sum_status VmHWM $pp)
+      fi
+      res[$id/$tg/$r]=$out
+      cpu_pct[$id/$tg/$r]=$pct
+      other_pct[$id/$tg/$r]=$other
+      runs_json+=("{\"scenario\":\"$id\",\"round\":$r,\"target\":\"$tg\",\"addr\":\"$addr\",\"protocol\":\"$proto\",\"model\":\"$model\",\"payload\":\"$payload\",\"json_body\":$([ "$json" = yes ] && echo true || echo false),\"qps\":$qps,\"duration\":\"$sdur\",\"max_inflight\":$inflight,\"loadavg_before\":$load_before,\"proxy_cpu_pct\":$pct,\"other_cpu_pct\":$other,\"load\":$out}")
+    done
   done
 done
 for tg in "${proxies[@]}"; do
