@@ -98,7 +98,11 @@ func (s *Sidecar) startLeakWatch(ctx context.Context, spec pids.Spec) {
 			select {
 			case <-ctx.Done():
 				return
-			case now := <-t.C:
+			case <-t.C:
+				// The tick's own time is when it was due: a goroutine
+				// run late would date a later, larger RSS too early
+				// and steepen the slope, so the read is dated now.
+				now := time.Now()
 				if ann, change, firing := lw.tick(now); change {
 					s.engine.SetCondition(ctx, alerting.RuleMemoryLeakSuspected, labels, ann, firing, now)
 				}
