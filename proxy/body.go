@@ -30,6 +30,7 @@ type requestBody struct {
 
 	scan    *inferapi.GRPCScanner // gRPC: fed every chunk
 	capture *capture              // HTTP: bounded prefix for a decode
+	buf     *bodyBuf              // a small body read whole, held until the call's finish
 }
 
 func (b *requestBody) Read(p []byte) (int, error) {
@@ -63,21 +64,33 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// readSmall reads a whole body of n bytes, tapped like Read, and returns it.
-func (b *requestBody) readSmall(n int64) ([]byte, error) {
-	buf := make([]byte, n)
-	_, err := io.ReadFull(b.src, buf)
+// readSmall reads a whole body of n bytes (n ≤ smallBodyBytes) into a
+// pooled buffer, tapped like Read. The body holds the buffer until
+// release, so GetBody can still make a reader of it during the round trip.
+func (b *requestBody) readSmall(n int64) (*bodyBuf, error) {
+	bb := getBodyBuf(int(n))
+	_, err := io.ReadFull(b.src, bb.b)
 	now := time.Since(b.start)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err != nil {
+		bb.unref()
 		return nil, fmt.Errorf("read request body: %w", err)
 	}
 	b.bytes, b.lastRead, b.eof = n, now, true
+	b.buf = bb
 	if b.capture != nil {
-		b.capture.adopt(buf)
+		b.capture.adopt(bb)
 	}
-	return buf, nil
+	return bb, nil
+}
+
+// release lets go of the body's hold on its buffer: the round trip is over.
+func (b *requestBody) release() {
+	if b.buf != nil {
+		b.buf.unref()
+		b.buf = nil
+	}
 }
 
 // markEmpty stamps a request that has no body as read and handed over now.
@@ -105,6 +118,7 @@ func (b *requestBody) finish() {
 // queued for their decode cannot hold more than the budget between them.
 type capture struct {
 	buf       []byte
+	owned     *bodyBuf // the pooled buffer buf lies in, held until release
 	max       int
 	truncated bool
 	budget    *atomic.Int64 // bytes left for all captures; nil: unbounded
@@ -131,10 +145,12 @@ func (c *capture) write(p []byte) {
 	c.buf = append(c.buf, p...)
 }
 
-// adopt captures p, a whole body that nothing will write to again, without
-// copying it: the small HTTP bodies read whole before forwarding are
-// captured in the buffer they were read into.
-func (c *capture) adopt(p []byte) {
+// adopt captures bb's bytes, a whole body that nothing will write to
+// again, without copying them: the small HTTP bodies read whole before
+// forwarding are captured in the buffer they were read into, which the
+// capture then holds until release.
+func (c *capture) adopt(bb *bodyBuf) {
+	p := bb.b
 	if len(c.buf) != 0 {
 		c.write(p)
 		return
@@ -147,6 +163,8 @@ func (c *capture) adopt(p []byte) {
 		return
 	}
 	c.buf, c.truncated = p[:n:n], n < len(p)
+	bb.hold()
+	c.owned = bb
 }
 
 // release gives the captured bytes back to the budget.
@@ -158,6 +176,10 @@ func (c *capture) release() {
 		c.budget.Add(int64(len(c.buf)))
 	}
 	c.buf = nil
+	if c.owned != nil {
+		c.owned.unref()
+		c.owned = nil
+	}
 }
 
 // timedWriter measures how long writes and flushes to the client block: the

@@ -35,22 +35,32 @@ func TestCaptureBudget(t *testing.T) {
 func TestCaptureAdopt(t *testing.T) {
 	var budget atomic.Int64
 	budget.Store(10)
-	body := []byte("123456789")
+	bb := getBodyBuf(9)
+	copy(bb.b, "123456789")
+	body := bb.b
 	a := &capture{max: 6, budget: &budget}
-	a.adopt(body)
+	a.adopt(bb)
 	if string(a.buf) != "123456" || !a.truncated || &a.buf[0] != &body[0] || budget.Load() != 4 {
 		t.Fatalf("a=%q truncated %v in place %v budget %d", a.buf, a.truncated, &a.buf[0] == &body[0], budget.Load())
 	}
 	if cap(a.buf) != 6 {
 		t.Fatalf("the capture may reach past its bound: cap %d", cap(a.buf))
 	}
+	if bb.refs.Load() != 2 {
+		t.Fatalf("the capture does not hold the buffer: %d holds", bb.refs.Load())
+	}
+	bb2 := getBodyBuf(6)
+	copy(bb2.b, "abcdef")
 	b := &capture{max: 8, budget: &budget}
-	b.adopt([]byte("abcdef")) // 6 > the 4 left: refused
-	if len(b.buf) != 0 || !b.truncated || budget.Load() != 4 {
-		t.Fatalf("b=%q truncated %v budget %d", b.buf, b.truncated, budget.Load())
+	b.adopt(bb2) // 6 > the 4 left: refused
+	if len(b.buf) != 0 || !b.truncated || budget.Load() != 4 || bb2.refs.Load() != 1 {
+		t.Fatalf("b=%q truncated %v budget %d holds %d", b.buf, b.truncated, budget.Load(), bb2.refs.Load())
 	}
 	a.release()
-	if budget.Load() != 10 {
-		t.Fatalf("budget after release: %d", budget.Load())
+	a.release() // a second release gives back nothing more
+	if budget.Load() != 10 || bb.refs.Load() != 1 {
+		t.Fatalf("budget after release: %d, buffer holds %d", budget.Load(), bb.refs.Load())
 	}
+	bb.unref()
+	bb2.unref()
 }

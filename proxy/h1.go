@@ -142,12 +142,20 @@ var errNoResponse = errors.New("upstream closed the connection before a response
 // A reused connection the upstream had closed is retried once on a new one,
 // as net/http does for requests it can replay.
 func (p *h1Pool) roundTrip(req *http.Request) (*http.Response, error) {
+	// A RoundTripper closes the request body whatever happens: a pooled
+	// body buffer goes back only then.
+	defer func() {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+	}()
 	for attempt := 0; ; attempt++ {
 		c, reused, err := p.get(req.Context())
 		if err != nil {
 			return nil, err
 		}
 		if attempt > 0 && req.GetBody != nil {
+			req.Body.Close() // the first attempt's, written or not
 			body, err := req.GetBody()
 			if err != nil {
 				p.done()

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -188,12 +187,13 @@ func (h *Handler) outgoing(ctx context.Context, r *http.Request, grpc bool, body
 		// as an in-memory reader: net/http then writes headers and body in
 		// one write instead of flushing the headers and writing the body
 		// read by read (a 9 KB JSON request cost four writes).
-		b, err := body.readSmall(r.ContentLength)
+		// Its buffer is pooled: each reader holds it until closed.
+		bb, err := body.readSmall(r.ContentLength)
 		if err != nil {
 			return nil, err
 		}
-		out.Body = io.NopCloser(bytes.NewReader(b))
-		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+		out.Body = bb.reader()
+		out.GetBody = func() (io.ReadCloser, error) { return bb.reader(), nil }
 	default:
 		out.Body = body
 	}
@@ -423,6 +423,7 @@ func (h *Handler) finish(cl *call, r *http.Request) {
 	c.End = time.Since(c.Start)
 	b := cl.body
 	b.finish()
+	b.release()
 	c.RequestBytes = b.bytes
 	c.RequestEnd = b.lastRead
 	c.UpstreamSent = b.sent

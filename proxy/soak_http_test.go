@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // TestSoakHTTP is TestSoakMixed for HTTP/1.1: soakCalls calls of every
@@ -25,6 +26,7 @@ func TestSoakHTTP(t *testing.T) {
 	}
 	up := soakHTTPUpstream(t)
 	h := newHarness(t, up, false)
+	bufsOut := bodyBufsOut.Load()
 	tr := &http.Transport{MaxIdleConnsPerHost: 32, DisableCompression: true}
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr}
@@ -61,6 +63,14 @@ func TestSoakHTTP(t *testing.T) {
 	}
 	if dropped := h.pipeline.Dropped(); dropped > 0 {
 		t.Errorf("%d records dropped", dropped)
+	}
+	// Every pooled body buffer came back once its readers and its decode
+	// were through (a transport may close a body just after the record).
+	for end := time.Now().Add(5 * time.Second); bodyBufsOut.Load() != bufsOut && time.Now().Before(end); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if out := bodyBufsOut.Load() - bufsOut; out != 0 {
+		t.Errorf("%d pooled body buffers not given back", out)
 	}
 	t.Logf("%d HTTP calls through the %s plane, each identical to direct", n, testDataPlane())
 }

@@ -16,7 +16,10 @@
 #
 # Needs Go and nginx. About 90 s a round.
 #   EVLOOP_ROUNDS    [3]
-#   EVLOOP_PORT_BASE [47200]  ports BASE+1..BASE+9 on 127.0.0.1
+#   EVLOOP_PORT_BASE [47200]  ports BASE+1..BASE+11 on 127.0.0.1
+#   EVLOOP_BASE_BIN  []       another inferwatch binary (say, built from the
+#                             commit before a change), measured as iw-base
+#                             in the same rounds: an A/B of the change
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +28,8 @@ base=${EVLOOP_PORT_BASE:-47200}
 ms=127.0.0.1:$((base + 1)) ms_grpc=127.0.0.1:$((base + 2))
 iw=127.0.0.1:$((base + 3)) iw_grpc=127.0.0.1:$((base + 4)) iw_admin=127.0.0.1:$((base + 5))
 ng=127.0.0.1:$((base + 6)) ev=127.0.0.1:$((base + 7)) gc=127.0.0.1:$((base + 8))
+ib=127.0.0.1:$((base + 9)) ib_grpc=127.0.0.1:$((base + 10)) ib_admin=127.0.0.1:$((base + 11))
+base_bin=${EVLOOP_BASE_BIN:-}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/evloop-bench.XXXXXX")
 started=()
 trap 'kill ${started[@]+"${started[@]}"} 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
@@ -50,6 +55,13 @@ up "$ms"
 iw_pid=$!
 started+=($iw_pid)
 up "$iw"
+if [ -n "$base_bin" ]; then
+  "$base_bin" proxy --data-plane frame --http-listen "$ib" --http-upstream "$ms" \
+    --grpc-listen "$ib_grpc" --grpc-upstream "$ms_grpc" --admin-listen "$ib_admin" >"$tmp/ib.log" 2>&1 &
+  ib_pid=$!
+  started+=($ib_pid)
+  up "$ib"
+fi
 "$tmp/evloop" -listen "$ev" -upstream "$ms" >"$tmp/ev.log" 2>&1 &
 ev_pid=$!
 started+=($ev_pid)
@@ -114,6 +126,10 @@ hz=$(getconf CLK_TCK)
 declare -A pidsOf=([direct]="" [iw-frame]=$iw_pid [nginx]=$ng_pids [evloop]=$ev_pid [go-conns]=$gc_pid)
 declare -A addrOf=([direct]=$ms [iw-frame]=$iw [nginx]=$ng [evloop]=$ev [go-conns]=$gc)
 targets=(direct iw-frame go-conns evloop nginx)
+if [ -n "$base_bin" ]; then
+  pidsOf[iw-base]=$ib_pid addrOf[iw-base]=$ib
+  targets=(direct iw-frame iw-base go-conns evloop nginx)
+fi
 rows=$tmp/rows
 echo "evloop-bench  $(date -u +%Y-%m-%dT%H:%M:%SZ)  commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)  $(nproc) CPUs  loadavg $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-6s %-9s %8s %8s %8s %9s %9s %10s %11s\n' round target "p50 µs" "p99 µs" "+p50 µs" "user/call" "sys/call" "max call/s" "CPUus/call"
