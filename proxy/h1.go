@@ -155,7 +155,9 @@ func (p *h1Pool) roundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		if attempt > 0 && req.GetBody != nil {
-			req.Body.Close() // the first attempt's, written or not
+			if req.Body != nil {
+				req.Body.Close() // the first attempt's, written or not
+			}
 			body, err := req.GetBody()
 			if err != nil {
 				p.done()
