@@ -11,12 +11,14 @@ package history
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -343,15 +345,41 @@ func (h *Seasonal) load() error {
 		return fmt.Errorf("history: load %s: version %d, want 1", h.o.Path, f.Version)
 	}
 	h.epoch = f.Epoch
-	max := int(h.o.Span / h.o.Resolution)
+	now := int64(math.MaxInt64) // no epoch under a speedup: history time starts with the first window
+	if h.o.Speedup == 1 || !h.epoch.IsZero() {
+		now = h.historyTime(time.Now()).Unix()
+	}
 	for k, s := range f.Series {
 		if s == nil || len(h.s) >= h.o.MaxModels {
 			continue
 		}
-		if len(s.Points) > max {
-			s.Points = s.Points[len(s.Points)-max:]
-		}
-		h.s[k] = &series{Points: s.Points}
+		h.s[k] = &series{Points: h.usable(s.Points, now)}
 	}
 	return nil
+}
+
+// usable is what a loaded series may keep: points with a positive P99 and
+// a QPS that is not negative, in time order, one per time, none after now
+// (history time) and none more than Span before the last. A file cut short,
+// edited by hand or written across a clock jump loses those points, not the
+// rest; a point from the future would otherwise hold back every new one
+// (flush keeps time order) until the clock caught up.
+func (h *Seasonal) usable(pts []Point, now int64) []Point {
+	out := pts[:0]
+	for _, p := range pts {
+		if p.P99 > 0 && !math.IsInf(p.P99, 0) && p.QPS >= 0 && !math.IsInf(p.QPS, 0) && p.T <= now {
+			out = append(out, p)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Point) int { return cmp.Compare(a.T, b.T) })
+	out = slices.CompactFunc(out, func(a, b Point) bool { return a.T == b.T })
+	if n := len(out); n > 0 {
+		from := out[n-1].T - int64(h.o.Span/time.Second)
+		i, _ := slices.BinarySearchFunc(out, from+1, func(p Point, t int64) int { return cmp.Compare(p.T, t) })
+		out = out[i:]
+	}
+	if max := int(h.o.Span / h.o.Resolution); len(out) > max {
+		out = out[len(out)-max:]
+	}
+	return out
 }
