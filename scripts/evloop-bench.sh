@@ -20,6 +20,9 @@
 #   EVLOOP_BASE_BIN  []       another inferwatch binary (say, built from the
 #                             commit before a change), measured as iw-base
 #                             in the same rounds: an A/B of the change
+#   EVLOOP_BASE_ENV  []       environment for iw-base, e.g. GOMAXPROCS=1; set
+#                             alone, iw-base is this checkout's binary under
+#                             it: an A/B of a runtime setting
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +33,7 @@ iw=127.0.0.1:$((base + 3)) iw_grpc=127.0.0.1:$((base + 4)) iw_admin=127.0.0.1:$(
 ng=127.0.0.1:$((base + 6)) ev=127.0.0.1:$((base + 7)) gc=127.0.0.1:$((base + 8))
 ib=127.0.0.1:$((base + 9)) ib_grpc=127.0.0.1:$((base + 10)) ib_admin=127.0.0.1:$((base + 11))
 base_bin=${EVLOOP_BASE_BIN:-}
+base_env=${EVLOOP_BASE_ENV:-}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/evloop-bench.XXXXXX")
 started=()
 trap 'kill ${started[@]+"${started[@]}"} 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
@@ -37,6 +41,7 @@ trap 'kill ${started[@]+"${started[@]}"} 2>/dev/null || true; wait 2>/dev/null |
 command -v nginx >/dev/null || { echo "evloop-bench: nginx not found (Debian: apt-get install nginx)" >&2; exit 1; }
 go build -o "$tmp/inferwatch" ./cmd/inferwatch
 go build -o "$tmp/evloop" ./scripts/evloop
+[ -n "$base_env" ] && [ -z "$base_bin" ] && base_bin=$tmp/inferwatch
 
 up() { # ADDR: wait until something accepts there
   for _ in $(seq 100); do
@@ -56,7 +61,8 @@ iw_pid=$!
 started+=($iw_pid)
 up "$iw"
 if [ -n "$base_bin" ]; then
-  "$base_bin" proxy --data-plane frame --http-listen "$ib" --http-upstream "$ms" \
+  # shellcheck disable=SC2086 # base_env is a list of NAME=VALUE words
+  env $base_env "$base_bin" proxy --data-plane frame --http-listen "$ib" --http-upstream "$ms" \
     --grpc-listen "$ib_grpc" --grpc-upstream "$ms_grpc" --admin-listen "$ib_admin" >"$tmp/ib.log" 2>&1 &
   ib_pid=$!
   started+=($ib_pid)
