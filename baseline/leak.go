@@ -38,6 +38,10 @@ type LeakOptions struct {
 	// MaxPairs bounds the work: samples are thinned to at most this many
 	// points before the O(n²) slope estimate: 300.
 	MaxPairs int
+	// FromZero says the samples count from an arbitrary zero (device memory
+	// allocated since the probes attached), so a rise relative to the first
+	// value means nothing: only MinRiseBytes makes a rise material.
+	FromZero bool
 }
 
 func (o LeakOptions) withDefaults() LeakOptions {
@@ -119,7 +123,7 @@ func EstimateLeak(samples []Sample, limit float64, o LeakOptions) (Leak, error) 
 	span := x(len(s) - 1)
 	l.Current = icpt + l.Slope*span
 	rise := l.Slope * span
-	material := icpt > 0 && rise >= o.MinRise*icpt && rise >= o.MinRiseBytes
+	material := rise >= o.MinRiseBytes && (o.FromZero && rise > 0 || icpt > 0 && rise >= o.MinRise*icpt)
 	rising := l.Slope > 0 && l.Concordance >= o.MinConcordance && material
 	if limit > 0 && l.Slope > 0 {
 		left := max(0, limit-l.Current)

@@ -105,17 +105,27 @@ func TestEstimateLeakSynthetic(t *testing.T) {
 		name      string
 		s         []Sample
 		limit     float64
+		o         LeakOptions
 		suspected bool
 		tte       time.Duration
 	}{
 		// 1 MB a minute from 1 GB, limit 2 GB: 1 GB - 199 MB left at 1 MB/min.
-		{"linear leak", mk(func(i int) float64 { return 1e9 + float64(i)*1e6 }), 2e9, true, 801 * time.Minute},
-		{"leak with GC sawtooth", mk(func(i int) float64 { return 1e9 + float64(i)*1e6 + float64(i%10)*3e6 }), 2e9, true, 0},
-		{"flat with noise", mk(func(i int) float64 { return 1e9 + float64((i*7919)%13)*1e6 }), 2e9, false, 0},
-		{"leak too slow for the horizon", mk(func(i int) float64 { return 1e9 + float64(i)*1e6 }), 1e15, false, 0},
+		{"linear leak", mk(func(i int) float64 { return 1e9 + float64(i)*1e6 }), 2e9, LeakOptions{}, true, 801 * time.Minute},
+		{"leak with GC sawtooth", mk(func(i int) float64 { return 1e9 + float64(i)*1e6 + float64(i%10)*3e6 }), 2e9, LeakOptions{}, true, 0},
+		{"flat with noise", mk(func(i int) float64 { return 1e9 + float64((i*7919)%13)*1e6 }), 2e9, LeakOptions{}, false, 0},
+		{"leak too slow for the horizon", mk(func(i int) float64 { return 1e9 + float64(i)*1e6 }), 1e15, LeakOptions{}, false, 0},
+		// Allocations counted from zero: no relative rise exists, so the
+		// absolute floor decides. 1 MB a minute from 0, limit 1 GB: 801 MB left.
+		{"from zero, over the floor", mk(func(i int) float64 { return float64(i) * 1e6 }), 1e9, LeakOptions{FromZero: true, MinRiseBytes: 64e6}, true, 801 * time.Minute},
+		{"from zero, under the floor", mk(func(i int) float64 { return float64(i) * 1e6 }), 1e9, LeakOptions{FromZero: true, MinRiseBytes: 256e6}, false, 0},
+		{"from zero, no limit", mk(func(i int) float64 { return float64(i) * 1e6 }), 0, LeakOptions{FromZero: true, MinRiseBytes: 64e6}, true, 0},
+		{"from zero, flat", mk(func(i int) float64 { return 5e8 + float64((i*7919)%13)*1e6 }), 1e9, LeakOptions{FromZero: true, MinRiseBytes: 64e6}, false, 0},
+		// The same series without FromZero: its first fitted value is about
+		// zero, and a relative rise of nothing is no leak.
+		{"counted from zero, judged as absolute", mk(func(i int) float64 { return float64(i) * 1e6 }), 1e9, LeakOptions{MinRiseBytes: 64e6}, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := EstimateLeak(tc.s, tc.limit, LeakOptions{})
+			l, err := EstimateLeak(tc.s, tc.limit, tc.o)
 			if err != nil {
 				t.Fatal(err)
 			}

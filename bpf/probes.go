@@ -262,6 +262,24 @@ func (p *Probes) Window(from, to time.Time) Facts {
 	return join(p.ring, &p.syncs, p.ooms, from, to, time.Now())
 }
 
+// CUDAOutstanding returns the device memory the upstream's processes
+// allocated through CUDA while probed and have not freed, summed, as of
+// the last sample; ok is false until a sample saw a probed CUDA library.
+// It counts from when each process was first probed: a level relative to
+// that moment, the leak watch's trend signal for device memory.
+func (p *Probes) CUDAOutstanding() (bytes int64, at time.Time, ok bool) {
+	if p == nil {
+		return 0, time.Time{}, false
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	l := p.ring.last()
+	if l == nil || !l.cuda {
+		return 0, time.Time{}, false
+	}
+	return l.outstanding, l.end, true
+}
+
 // ForCall returns the facts of a finished call's window: from the request
 // handed to the upstream to the last response byte when those are known
 // (the server's share of the call), else the whole call.

@@ -3,7 +3,9 @@ package sidecar
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/inferwatch/inferwatch/alerting"
 	"github.com/inferwatch/inferwatch/baseline"
 	"github.com/inferwatch/inferwatch/config"
+	"github.com/inferwatch/inferwatch/gpu"
 	"github.com/inferwatch/inferwatch/gpu/pids"
 )
 
@@ -21,9 +24,12 @@ var leakHelp = map[string]string{
 }
 
 // leakWatch samples the upstream's RSS once per interval and judges its
-// trend (baseline.EstimateLeak). It runs on its own goroutine, off the
+// trend (baseline.EstimateLeak); where the eBPF probes follow the
+// upstream's CUDA libraries, it judges the device memory those allocated
+// and did not free the same way. It runs on its own goroutine, off the
 // forwarding path: the only per-tick work is one /proc/PID/status read per
-// upstream process and, once MinSpan of samples is held, one estimate.
+// upstream process, one look at the probes' last sample and, once MinSpan
+// of samples is held, one estimate per level.
 type leakWatch struct {
 	o    config.MemoryLeak
 	spec pids.Spec
@@ -34,14 +40,40 @@ type leakWatch struct {
 	pids     []int
 	resolved time.Time
 	limit    float64
-	w        baseline.LeakWatch
-	first    time.Time // time of the oldest sample kept since the processes were found
-	firing   bool
-	calm     int  // estimates in a row without a suspected leak while firing
-	lost     bool // the processes went away since the last tick
+	host     leakSeries // RSS
+	lost     bool       // the processes went away since the last tick
+
+	// device is the upstream's outstanding CUDA allocations, counted from
+	// when the probes attached (bpf.Probes.CUDAOutstanding); nil without
+	// the probes. deviceFree is the free memory of the GPUs the upstream
+	// runs on (NVML); nil or !ok: not known, the trend alone decides.
+	device     func() (float64, bool)
+	deviceFree func() (float64, bool)
+	dev        leakSeries
 
 	rss, lim atomic.Uint64 // float64 bits, for the gauges
 }
+
+// leakSeries is one memory level's samples and its alert episode.
+type leakSeries struct {
+	w      baseline.LeakWatch
+	first  time.Time // time of the oldest sample kept since the processes were found
+	firing bool
+	calm   int // estimates in a row without a suspected leak while firing
+}
+
+// leakChange raises or clears MemoryLeakSuspected for one level.
+type leakChange struct {
+	device bool
+	ann    map[string]string
+	firing bool
+}
+
+// deviceMinRise is the smallest rise of outstanding CUDA allocations
+// that can be a leak. Counted from when the probes attached, the level
+// has no meaningful start to be relative to; a model server's caches
+// (cuBLAS workspaces, allocator pools) settle within tens of MiB.
+const deviceMinRise = 64 << 20
 
 // maxLeakSamples bounds the samples a leakWatch keeps (32 KiB each 1k).
 const maxLeakSamples = 4096
@@ -68,11 +100,18 @@ func leakDefaults(o config.MemoryLeak, window time.Duration) config.MemoryLeak {
 
 func newLeakWatch(o config.MemoryLeak, spec pids.Spec) *leakWatch {
 	lw := &leakWatch{o: o, spec: spec, resolveEvery: max(time.Minute, o.Interval.D())}
-	// At most maxLeakSamples: a shorter interval than span/4096 keeps a
-	// shorter span.
-	lw.w.Max = min(maxLeakSamples, max(16, int(o.Span.D()/o.Interval.D())))
+	lw.host.reset(lw.maxSamples())
+	lw.dev.reset(lw.maxSamples())
 	return lw
 }
+
+// maxSamples is what each level keeps: at most maxLeakSamples, so a
+// shorter interval than span/4096 keeps a shorter span.
+func (lw *leakWatch) maxSamples() int {
+	return min(maxLeakSamples, max(16, int(lw.o.Span.D()/lw.o.Interval.D())))
+}
+
+func (ls *leakSeries) reset(max int) { *ls = leakSeries{w: baseline.LeakWatch{Max: max}} }
 
 // startLeakWatch starts the watcher when it is on and the upstream's
 // processes can be found (configured PIDs, or a local upstream port).
@@ -85,10 +124,21 @@ func (s *Sidecar) startLeakWatch(ctx context.Context, spec pids.Spec) {
 	set := s.metrics.Metrics()
 	set.GetOrCreateGauge("inferwatch_upstream_rss_bytes", func() float64 { return math.Float64frombits(lw.rss.Load()) })
 	set.GetOrCreateGauge("inferwatch_upstream_memory_limit_bytes", func() float64 { return math.Float64frombits(lw.lim.Load()) })
+	if p := s.host.probes; p.Enabled() {
+		lw.device = func() (float64, bool) {
+			b, _, ok := p.CUDAOutstanding()
+			return float64(b), ok
+		}
+	}
+	if g := s.host.gpu; g.Available() {
+		lw.deviceFree = func() (float64, bool) { return upstreamGPUFree(g.Latest()) }
+	}
 	labels := map[string]string{"upstream": "pids"}
 	if len(s.cfg.Routes) > 0 && len(spec.PIDs) == 0 {
 		labels["upstream"] = s.cfg.Routes[0].Upstream
 	}
+	deviceLabels := maps.Clone(labels)
+	deviceLabels["memory"] = "cuda"
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -103,44 +153,94 @@ func (s *Sidecar) startLeakWatch(ctx context.Context, spec pids.Spec) {
 				// run late would date a later, larger RSS too early
 				// and steepen the slope, so the read is dated now.
 				now := time.Now()
-				if ann, change, firing := lw.tick(now); change {
-					s.engine.SetCondition(ctx, alerting.RuleMemoryLeakSuspected, labels, ann, firing, now)
+				for _, c := range lw.tick(now) {
+					l := labels
+					if c.device {
+						l = deviceLabels
+					}
+					s.engine.SetCondition(ctx, alerting.RuleMemoryLeakSuspected, l, c.ann, c.firing, now)
 				}
 			}
 		}
 	}()
 }
 
-// tick takes one sample and, with MinSpan of samples, one estimate. It
-// says whether the alert should be raised or cleared (change), with its
+// tick takes one sample of each level and, with MinSpan of samples, one
+// estimate of each. It returns the alerts to raise or clear, with their
 // annotations; a firing alert is refreshed with each estimate.
-func (lw *leakWatch) tick(now time.Time) (ann map[string]string, change, firing bool) {
+func (lw *leakWatch) tick(now time.Time) []leakChange {
 	ok := lw.sample(now)
-	if lw.lost && lw.firing {
+	if lw.lost {
 		// The leaking process is gone (a restart frees its memory): the
-		// episode ends; a new trend starts with the next process.
-		lw.lost, lw.firing = false, false
-		return map[string]string{"summary": "upstream process gone; its memory trend ends"}, true, false
+		// episodes end; new trends start with the next process.
+		lw.lost = false
+		var out []leakChange
+		gone := map[string]string{"summary": "upstream process gone; its memory trend ends"}
+		for _, c := range []struct {
+			ls     *leakSeries
+			device bool
+		}{{&lw.host, false}, {&lw.dev, true}} {
+			if c.ls.firing {
+				c.ls.firing = false
+				out = append(out, leakChange{device: c.device, ann: gone, firing: false})
+			}
+		}
+		return out
 	}
-	lw.lost = false
-	if !ok || now.Sub(lw.first) < lw.o.MinSpan.D() {
+	if !ok {
+		return nil
+	}
+	lo := baseline.LeakOptions{MinRise: lw.o.MinRise, Horizon: lw.o.Horizon.D()}
+	var out []leakChange
+	if ann, change, firing := lw.host.judge(now, lw.o.MinSpan.D(), lw.limit, lo, leakAnnotations); change {
+		out = append(out, leakChange{ann: ann, firing: firing})
+	}
+	if lw.device != nil {
+		if v, ok := lw.device(); ok {
+			lw.dev.add(now, v)
+			limit := 0.0
+			if lw.deviceFree != nil {
+				if free, ok := lw.deviceFree(); ok {
+					limit = v + free // when the allocations would fill what is free now
+				}
+			}
+			lo := baseline.LeakOptions{FromZero: true, MinRiseBytes: deviceMinRise, Horizon: lw.o.Horizon.D()}
+			if ann, change, firing := lw.dev.judge(now, lw.o.MinSpan.D(), limit, lo, deviceLeakAnnotations); change {
+				out = append(out, leakChange{device: true, ann: ann, firing: firing})
+			}
+		}
+	}
+	return out
+}
+
+func (ls *leakSeries) add(now time.Time, v float64) {
+	if ls.first.IsZero() {
+		ls.first = now
+	}
+	ls.w.Add(baseline.Sample{T: now, V: v})
+}
+
+// judge makes one estimate once minSpan of samples is held and says
+// whether the alert should be raised or cleared (change).
+func (ls *leakSeries) judge(now time.Time, minSpan time.Duration, limit float64, lo baseline.LeakOptions, annotate func(baseline.Leak) map[string]string) (ann map[string]string, change, firing bool) {
+	if ls.first.IsZero() || now.Sub(ls.first) < minSpan {
 		return nil, false, false
 	}
-	l, err := lw.w.Estimate(lw.limit, baseline.LeakOptions{MinRise: lw.o.MinRise, Horizon: lw.o.Horizon.D()})
+	l, err := ls.w.Estimate(limit, lo)
 	if err != nil {
 		return nil, false, false
 	}
-	ann = leakAnnotations(l)
+	ann = annotate(l)
 	switch {
 	case l.Suspected:
-		lw.firing, lw.calm = true, 0
+		ls.firing, ls.calm = true, 0
 		return ann, true, true
-	case lw.firing:
+	case ls.firing:
 		// Three estimates in a row without a leak end the episode, so one
 		// freed cache does not flap it.
-		lw.calm++
-		if lw.calm >= 3 {
-			lw.firing = false
+		ls.calm++
+		if ls.calm >= 3 {
+			ls.firing = false
 			return ann, true, false
 		}
 	}
@@ -168,10 +268,7 @@ func (lw *leakWatch) sample(now time.Time) bool {
 		}
 		sum += v
 	}
-	if lw.first.IsZero() {
-		lw.first = now
-	}
-	lw.w.Add(baseline.Sample{T: now, V: sum})
+	lw.host.add(now, sum)
 	lw.rss.Store(math.Float64bits(sum))
 	return true
 }
@@ -188,8 +285,8 @@ func (lw *leakWatch) find(now time.Time) {
 	}
 	lw.pids, lw.limit = ps, lim
 	lw.lim.Store(math.Float64bits(lim))
-	lw.w = baseline.LeakWatch{Max: lw.w.Max}
-	lw.first = time.Time{}
+	lw.host.reset(lw.maxSamples())
+	lw.dev.reset(lw.maxSamples())
 }
 
 // leakAnnotations are MemoryLeakSuspected's figures.
@@ -209,6 +306,42 @@ func leakAnnotations(l baseline.Leak) map[string]string {
 		a["summary"] = fmt.Sprintf("upstream memory %s, trend %s/min", mib(l.Current), mib(l.Slope*60))
 	}
 	return a
+}
+
+// deviceLeakAnnotations are MemoryLeakSuspected{memory="cuda"}'s figures.
+func deviceLeakAnnotations(l baseline.Leak) map[string]string {
+	a := map[string]string{
+		"cuda_outstanding_bytes": strconv.FormatFloat(l.Current, 'f', 0, 64),
+		"slope_bytes_per_second": strconv.FormatFloat(l.Slope, 'f', 1, 64),
+		"concordance":            strconv.FormatFloat(l.Concordance, 'f', 2, 64),
+	}
+	if l.Limit > 0 {
+		a["limit_bytes"] = strconv.FormatFloat(l.Limit, 'f', 0, 64)
+	}
+	if l.TimeToLimit > 0 {
+		a["projected_exhaustion"] = l.Exhaustion.UTC().Format(time.RFC3339)
+		a["time_to_exhaustion"] = l.TimeToLimit.Round(time.Second).String()
+		a["summary"] = fmt.Sprintf("upstream CUDA allocations not freed: %s since probed, rising %s/min; projected to fill the GPU memory free now at %s (in %s)",
+			mib(l.Current), mib(l.Slope*60), a["projected_exhaustion"], a["time_to_exhaustion"])
+	} else {
+		a["summary"] = fmt.Sprintf("upstream CUDA allocations not freed: %s since probed, rising %s/min (GPU memory free unknown: no projection)",
+			mib(l.Current), mib(l.Slope*60))
+	}
+	return a
+}
+
+// upstreamGPUFree is the free memory of the GPUs the upstream has a
+// context on, from their newest samples; false when none is known.
+func upstreamGPUFree(samples []gpu.Sample) (float64, bool) {
+	free, ok := 0.0, false
+	for _, s := range samples {
+		if s.MemoryTotal == nil || s.MemoryUsed == nil || !slices.ContainsFunc(s.Processes, func(p gpu.Process) bool { return p.Upstream }) {
+			continue
+		}
+		free += float64(*s.MemoryTotal) - float64(min(*s.MemoryUsed, *s.MemoryTotal))
+		ok = true
+	}
+	return free, ok
 }
 
 func mib(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }

@@ -17,6 +17,7 @@ import (
 	"github.com/inferwatch/inferwatch/alerting"
 	"github.com/inferwatch/inferwatch/baseline"
 	"github.com/inferwatch/inferwatch/config"
+	"github.com/inferwatch/inferwatch/gpu"
 	"github.com/inferwatch/inferwatch/gpu/pids"
 )
 
@@ -247,10 +248,10 @@ func BenchmarkLeakTick(b *testing.B) {
 			o := leakDefaults(config.MemoryLeak{MinSpan: config.Duration(time.Nanosecond), Span: config.Duration(6 * time.Hour)}, 10*time.Second)
 			lw := newLeakWatch(o, pids.Spec{PIDs: []int{os.Getpid()}})
 			t0 := time.Now()
-			for i := range lw.w.Max {
+			for i := range lw.host.w.Max {
 				lw.sample(t0.Add(time.Duration(i) * 10 * time.Second))
 			}
-			now := t0.Add(time.Duration(lw.w.Max) * 10 * time.Second)
+			now := t0.Add(time.Duration(lw.host.w.Max) * 10 * time.Second)
 			b.ResetTimer()
 			for range b.N {
 				now = now.Add(10 * time.Second)
@@ -259,6 +260,121 @@ func BenchmarkLeakTick(b *testing.B) {
 				} else {
 					lw.sample(now)
 				}
+			}
+		})
+	}
+}
+
+// TestDeviceLeak: the outstanding CUDA allocations of the upstream (from
+// the eBPF probes, bpf.TestCUDAProbesExact checks that level against a
+// real process) are judged as a second level beside RSS. The level here
+// is a function of the tick, as the probes would report it; the GPU's
+// free memory, which needs NVML and a GPU, likewise.
+func TestDeviceLeak(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		name      string
+		level     func(i int) float64 // bytes outstanding at tick i
+		free      float64             // GPU memory free; 0: not known
+		want      bool
+		projected bool
+	}{
+		// 4 MiB a tick (a second here) with 2 GiB free: 512 s to fill it.
+		{"leak, free memory known", func(i int) float64 { return 100*mib + float64(i)*4*mib }, 2048 * mib, true, true},
+		{"leak, free memory unknown", func(i int) float64 { return float64(i) * 4 * mib }, 0, true, false},
+		// The same rate with 1 PiB free is not exhaustion within the horizon.
+		{"leak out of the horizon's reach", func(i int) float64 { return float64(i) * 4 * mib }, 1 << 50, false, false},
+		// 32 MiB over the samples: under deviceMinRise.
+		{"rise under the floor", func(i int) float64 { return float64(i) * mib / 2 }, 0, false, false},
+		{"steady with noise", func(i int) float64 { return 900*mib + float64((i*7919)%13)*mib }, 2048 * mib, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := leakDefaults(config.MemoryLeak{Interval: config.Duration(time.Second), MinSpan: config.Duration(time.Minute)}, 10*time.Second)
+			lw := newLeakWatch(o, pids.Spec{PIDs: []int{os.Getpid()}})
+			i := 0
+			lw.device = func() (float64, bool) { return tc.level(i), true }
+			if tc.free > 0 {
+				lw.deviceFree = func() (float64, bool) { return tc.free, true }
+			}
+			t0 := time.Now()
+			var fired *leakChange
+			for ; i < 64 && fired == nil; i++ {
+				for _, c := range lw.tick(t0.Add(time.Duration(i) * time.Second)) {
+					if c.device && c.firing {
+						fired = &c
+					}
+				}
+			}
+			if (fired != nil) != tc.want {
+				t.Fatalf("device leak fired %v after %d ticks, want %v (%+v)", fired != nil, i, tc.want, fired)
+			}
+			if fired == nil {
+				return
+			}
+			t.Logf("tick %d: %s", i-1, fired.ann["summary"])
+			if i-1 < 60 {
+				t.Errorf("fired at tick %d, before MinSpan (60 ticks) of samples", i-1)
+			}
+			slope, err := strconv.ParseFloat(fired.ann["slope_bytes_per_second"], 64)
+			if err != nil || slope != 4*mib {
+				t.Errorf("slope %q, want %d B/s (%v)", fired.ann["slope_bytes_per_second"], 4*mib, err)
+			}
+			ttl, err := time.ParseDuration(fired.ann["time_to_exhaustion"])
+			if tc.projected {
+				// Free memory is taken as it is now; the allocations fill it
+				// at the slope.
+				if want := time.Duration(tc.free / (4 * mib) * float64(time.Second)); err != nil || ttl < want-2*time.Second || ttl > want+2*time.Second {
+					t.Errorf("time to exhaustion %q, want %v (%v)", fired.ann["time_to_exhaustion"], want, err)
+				}
+			} else if fired.ann["time_to_exhaustion"] != "" {
+				t.Errorf("a projection without free memory known: %v", fired.ann)
+			}
+
+			// The allocations are freed and stay flat: the episode ends
+			// after three calm estimates.
+			flat := tc.level(i)
+			lw.device = func() (float64, bool) { return flat, true }
+			resolved := false
+			for j := 0; j < 200 && !resolved; j++ {
+				for _, c := range lw.tick(t0.Add(time.Duration(i+j) * time.Second)) {
+					if c.device && !c.firing {
+						resolved = true
+					}
+				}
+			}
+			if !resolved {
+				t.Error("device leak not resolved once the level held flat")
+			}
+		})
+	}
+}
+
+func TestUpstreamGPUFree(t *testing.T) {
+	u := func(v uint64) *uint64 { return &v }
+	up := []gpu.Process{{PID: 1, Upstream: true}}
+	other := []gpu.Process{{PID: 2}}
+	for _, tc := range []struct {
+		name    string
+		samples []gpu.Sample
+		free    float64
+		ok      bool
+	}{
+		{"no devices", nil, 0, false},
+		{"the upstream's device only", []gpu.Sample{
+			{MemoryTotal: u(80 << 30), MemoryUsed: u(30 << 30), Processes: up},
+			{MemoryTotal: u(80 << 30), MemoryUsed: u(10 << 30), Processes: other},
+		}, 50 << 30, true},
+		{"two of the upstream's", []gpu.Sample{
+			{MemoryTotal: u(80 << 30), MemoryUsed: u(30 << 30), Processes: up},
+			{MemoryTotal: u(40 << 30), MemoryUsed: u(10 << 30), Processes: append(other, up...)},
+		}, 80 << 30, true},
+		{"memory not read", []gpu.Sample{{Processes: up}}, 0, false},
+		{"used over total", []gpu.Sample{{MemoryTotal: u(8 << 30), MemoryUsed: u(9 << 30), Processes: up}}, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			free, ok := upstreamGPUFree(tc.samples)
+			if free != tc.free || ok != tc.ok {
+				t.Fatalf("upstreamGPUFree = %v, %v; want %v, %v", free, ok, tc.free, tc.ok)
 			}
 		})
 	}
