@@ -57,8 +57,8 @@ func testCUDAProbesExact(t *testing.T) {
 	p := startProbes(t, Options{PIDs: up.get, Budget: noDuty, Set: set})
 
 	pr := startProg(t, libdir, "script", "unlink")
-	pr.expect("started", 5*time.Second)
-	pid := pr.pid()
+	pr.Expect("started", 5*time.Second)
+	pid := pr.PID()
 	up.set(pid)
 	waitFor(t, 3*time.Second, "the process followed, the launch probes always on", func() bool {
 		_, ok := targetStatus(p, pid)
@@ -68,8 +68,8 @@ func testCUDAProbesExact(t *testing.T) {
 		t.Fatalf("%d libraries probed before the program loaded any", n)
 	}
 
-	pr.send("load")
-	pr.expect("loaded", 5*time.Second)
+	pr.Send("load")
+	pr.Expect("loaded", 5*time.Second)
 	waitFor(t, 3*time.Second, "both libraries probed", func() bool { return probedLibs(p, pid) == 2 })
 	st, _ := targetStatus(p, pid)
 	for _, l := range st.Libraries {
@@ -80,8 +80,8 @@ func testCUDAProbesExact(t *testing.T) {
 	}
 
 	from := quiet(t, p)
-	pr.send("go")
-	line := pr.expect("done", 10*time.Second)
+	pr.Send("go")
+	line := pr.Expect("done", 10*time.Second)
 	to := time.Now()
 	syncNs, err := strconv.ParseInt(strings.TrimPrefix(line, "done sync_ns="), 10, 64)
 	if err != nil {
@@ -188,20 +188,20 @@ func TestFollowRestart(t *testing.T) {
 	run := func(n int) int {
 		t.Helper()
 		pr := startProg(t, libdir, "launches", strconv.Itoa(n))
-		pr.expect("loaded", 5*time.Second)
-		pid := pr.pid()
+		pr.Expect("loaded", 5*time.Second)
+		pid := pr.PID()
 		up.set(pid)
 		waitFor(t, 3*time.Second, fmt.Sprintf("PID %d probed", pid), func() bool {
 			return probedLibs(p, pid) == 2 && p.Overhead().LaunchDuty == 1
 		})
 		from := quiet(t, p)
-		pr.send("go")
-		pr.expect("done", 5*time.Second)
+		pr.Send("go")
+		pr.Expect("done", 5*time.Second)
 		f := settledWindow(t, p, from, time.Now())
 		if f.CUDA == nil || f.CUDA.Launches != float64(n) {
 			t.Fatalf("PID %d: facts %+v, want %d launches", pid, f.CUDA, n)
 		}
-		pr.stop()
+		pr.Stop()
 		return pid
 	}
 	first := run(20)

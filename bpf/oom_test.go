@@ -106,24 +106,22 @@ func TestOOMKillReported(t *testing.T) {
 
 	from := time.Now()
 	pr := startProg(t, "-", "oom", procs)
-	up.set(pr.pid())
-	pr.expect("joined", 5*time.Second)
+	up.set(pr.PID())
+	pr.Expect("joined", 5*time.Second)
 	waitFor(t, 3*time.Second, "the allocator followed", func() bool {
-		_, ok := targetStatus(p, pr.pid())
+		_, ok := targetStatus(p, pr.PID())
 		return ok
 	})
-	pr.send("go")
-	select {
-	case err := <-pr.exit:
-		t.Logf("allocator ended: %v", err)
-		pr.exit <- err // for stop
-	case <-time.After(10 * time.Second):
+	pr.Send("go")
+	exited, err := pr.Wait(10 * time.Second)
+	if !exited {
 		t.Fatal("the allocator was not killed within 10s")
 	}
+	t.Logf("allocator ended: %v", err)
 	var kill *OOMKill
 	waitFor(t, 3*time.Second, "the OOM kill reported", func() bool {
 		for _, k := range p.Window(from, time.Now()).OOMKills {
-			if k.PID == pr.pid() {
+			if k.PID == pr.PID() {
 				kill = &k
 				return true
 			}

@@ -53,16 +53,16 @@ func runPaced(b *testing.B, name string, budget float64, rate int, secs float64)
 		p = startProbes(b, Options{PIDs: up.get, Budget: budget, Logger: log})
 	}
 	pr := startProg(b, libdir, "paced", strconv.Itoa(rate), fmt.Sprint(secs))
-	pr.expect("loaded", 5*time.Second)
+	pr.Expect("loaded", 5*time.Second)
 	var from time.Time
 	if p != nil {
-		up.set(pr.pid())
-		waitFor(b, 3*time.Second, "the workload probed", func() bool { return probedLibs(p, pr.pid()) == 2 })
+		up.set(pr.PID())
+		waitFor(b, 3*time.Second, "the workload probed", func() bool { return probedLibs(p, pr.PID()) == 2 })
 		from = quiet(b, p)
 		r.spent = -p.Overhead().Spent
 	}
-	pr.send("go")
-	line := pr.expect("result", time.Duration(secs+10)*time.Second)
+	pr.Send("go")
+	line := pr.Expect("result", time.Duration(secs+10)*time.Second)
 	to := time.Now()
 	for _, kv := range strings.Fields(line)[1:] {
 		k, v, _ := strings.Cut(kv, "=")
@@ -85,7 +85,7 @@ func runPaced(b *testing.B, name string, budget float64, rate int, secs float64)
 		}
 		p.Close()
 	}
-	pr.stop()
+	pr.Stop()
 	return r
 }
 

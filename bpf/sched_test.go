@@ -14,13 +14,13 @@ func TestSchedRunqueueDelayRises(t *testing.T) {
 	p := startProbes(t, Options{PIDs: up.get})
 
 	pr := startProg(t, "-", "sched", "1200", "1000")
-	up.set(pr.pid())
-	pr.expect("idle", 5*time.Second)
+	up.set(pr.PID())
+	pr.Expect("idle", 5*time.Second)
 	// Leave the first rescan and a sample boundary out of the idle window.
 	idleFrom := time.Now().Add(300 * time.Millisecond)
-	pr.expect("busy", 5*time.Second)
+	pr.Expect("busy", 5*time.Second)
 	busyFrom := time.Now()
-	pr.expect("end", 5*time.Second)
+	pr.Expect("end", 5*time.Second)
 	end := time.Now()
 	waitFor(t, 3*time.Second, "a sample after the end", func() bool { return p.Settled(end) })
 

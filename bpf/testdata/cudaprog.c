@@ -9,6 +9,8 @@
  *   cudaprog LIBDIR paced RATE SECS   load at once, RATE launches/s for SECS on "go"
  *   cudaprog - sched IDLE_MS BUSY_MS  4 threads mostly sleeping, then 4 spinning
  *   cudaprog - oom PROCS_FILE         join the cgroup, on "go" allocate until killed
+ *   cudaprog LIBDIR leak MIB SECS     load at once, on "go" cudaMalloc MIB MiB every
+ *                                     100 ms for SECS and never free it
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -253,6 +255,23 @@ static void oom(const char *procs)
 	}
 }
 
+static void leak(long mib, double secs)
+{
+	typedef int (*malloc_fn)(void **, size_t);
+	malloc_fn cmalloc = (malloc_fn)sym(rt, "cudaMalloc");
+	long long end = now_ns() + (long long)(secs * 1e9);
+	struct timespec ts = { 0, 100000000 };
+	long n = 0;
+	void *p;
+
+	while (now_ns() < end) {
+		if (cmalloc(&p, (size_t)mib << 20) == 0)
+			n++;
+		nanosleep(&ts, NULL);
+	}
+	say("leaked allocs=%ld", n);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -286,6 +305,11 @@ int main(int argc, char **argv)
 		say("loaded");
 		expect("go");
 		paced(atol(argv[3]), atof(argv[4]));
+	} else if (strcmp(mode, "leak") == 0 && argc > 4) {
+		load(0);
+		say("loaded");
+		expect("go");
+		leak(atol(argv[3]), atof(argv[4]));
 	} else if (strcmp(mode, "sched") == 0 && argc > 4) {
 		sched(atol(argv[3]), atol(argv[4]));
 		return 0;
