@@ -90,13 +90,16 @@ func TestLint(t *testing.T) {
 func TestTemplate(t *testing.T) {
 	seen := map[string]bool{}
 	for _, vs := range valueSets {
+		// The value set owns its golden file even where helm is missing and
+		// the render is skipped: the check for stale files below is about
+		// files no value set names, not about renders that did not run.
+		path := filepath.Join("testdata", vs.name+".yaml")
+		seen[filepath.Base(path)] = true
 		t.Run(vs.name, func(t *testing.T) {
 			out, err := helm(t, append([]string{"template", "iw", chart, "--namespace", "inferwatch"}, setArgs(vs.set)...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join("testdata", vs.name+".yaml")
-			seen[filepath.Base(path)] = true
 			if *update {
 				if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
 					t.Fatal(err)
