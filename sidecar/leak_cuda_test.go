@@ -1,9 +1,6 @@
 package sidecar
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -47,19 +44,7 @@ func TestDeviceLeakThroughASidecar(t *testing.T) {
 	cfg.Tracing.Disabled = true
 	cfg.Alerting.Baseline.Disabled = true
 	cfg.Alerting.MemoryLeak = config.MemoryLeak{Interval: config.Duration(100 * time.Millisecond), MinSpan: config.Duration(2 * time.Second)}
-	cfg.Finish()
-	sc, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sc.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		sc.Shutdown(ctx)
-	})
+	sc := runSidecar(t, cfg)
 	if !sc.host.probes.Enabled() {
 		t.Fatalf("probes off as root: %v", sc.host.probes.Reasons())
 	}

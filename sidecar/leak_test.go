@@ -102,19 +102,7 @@ func TestMemoryLeakSuspectedThroughASidecar(t *testing.T) {
 			cfg.Tracing.Disabled = true
 			cfg.Alerting.Baseline.Disabled = true
 			cfg.Alerting.MemoryLeak = config.MemoryLeak{Interval: config.Duration(100 * time.Millisecond), MinSpan: config.Duration(time.Second)}
-			cfg.Finish()
-			sc, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := sc.Start(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				sc.Shutdown(ctx)
-			})
+			sc := runSidecar(t, cfg)
 			// The steady case is judged after as many samples as the
 			// growing one needs at most (30 s is only a bound on failure).
 			// The helper's own growth, read by the test, is what the
@@ -378,4 +366,24 @@ func TestUpstreamGPUFree(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runSidecar finishes cfg, starts a sidecar on it and shuts it down when
+// the test ends.
+func runSidecar(t *testing.T, cfg config.Config) *Sidecar {
+	t.Helper()
+	cfg.Finish()
+	sc, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		sc.Shutdown(ctx)
+	})
+	return sc
 }

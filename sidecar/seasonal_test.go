@@ -1,10 +1,8 @@
 package sidecar
 
 import (
-	"context"
 	"hash/fnv"
 	"io"
-	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -130,20 +128,7 @@ func TestSidecarSeasonalBaselineIgnoresLoadRise(t *testing.T) {
 		cfg.Alerting.Window = config.Duration(window)
 		cfg.Alerting.Rules.Defaults.MinCount = 10
 		cfg.Alerting.Baseline = config.Baseline{Disabled: !seasonal, HistoryPath: path, Speedup: speedup}
-		cfg.Finish()
-		sc, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := sc.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			sc.Shutdown(ctx)
-		})
-		return sc
+		return runSidecar(t, cfg)
 	}
 	seasonal, trailing := start(true), start(false)
 	if seasonal.history == nil || seasonal.history.Len("m", "1") == 0 {
