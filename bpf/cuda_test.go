@@ -113,7 +113,7 @@ func testCUDAProbesExact(t *testing.T) {
 	check("alloc bytes", c.AllocBytes, scriptAllocBytes)
 	check("free bytes", c.FreeBytes, scriptFreeBytes)
 	check("outstanding", float64(c.Outstanding), scriptAllocBytes-scriptFreeBytes)
-	if b, _, ok := p.CUDAOutstanding(); !ok || b != scriptAllocBytes-scriptFreeBytes {
+	if b, ok := p.CUDAOutstanding(); !ok || b != scriptAllocBytes-scriptFreeBytes {
 		t.Errorf("CUDAOutstanding() = %d, %v; want %d, true", b, ok, scriptAllocBytes-scriptFreeBytes)
 	}
 	check("syncs", float64(c.Syncs), scriptSyncs)

@@ -267,17 +267,17 @@ func (p *Probes) Window(from, to time.Time) Facts {
 // the last sample; ok is false until a sample saw a probed CUDA library.
 // It counts from when each process was first probed: a level relative to
 // that moment, the leak watch's trend signal for device memory.
-func (p *Probes) CUDAOutstanding() (bytes int64, at time.Time, ok bool) {
+func (p *Probes) CUDAOutstanding() (bytes int64, ok bool) {
 	if p == nil {
-		return 0, time.Time{}, false
+		return 0, false
 	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	l := p.ring.last()
 	if l == nil || !l.cuda {
-		return 0, time.Time{}, false
+		return 0, false
 	}
-	return l.outstanding, l.end, true
+	return l.outstanding, true
 }
 
 // ForCall returns the facts of a finished call's window: from the request

@@ -126,7 +126,7 @@ func (s *Sidecar) startLeakWatch(ctx context.Context, spec pids.Spec) {
 	set.GetOrCreateGauge("inferwatch_upstream_memory_limit_bytes", func() float64 { return math.Float64frombits(lw.lim.Load()) })
 	if p := s.host.probes; p.Enabled() {
 		lw.device = func() (float64, bool) {
-			b, _, ok := p.CUDAOutstanding()
+			b, ok := p.CUDAOutstanding()
 			return float64(b), ok
 		}
 	}
@@ -289,17 +289,28 @@ func (lw *leakWatch) find(now time.Time) {
 	lw.dev.reset(lw.maxSamples())
 }
 
-// leakAnnotations are MemoryLeakSuspected's figures.
-func leakAnnotations(l baseline.Leak) map[string]string {
+// leakFigures are the annotations both levels' alerts share: the level
+// under its own key, the limit when known, the trend and its projection.
+func leakFigures(l baseline.Leak, level string) map[string]string {
 	a := map[string]string{
-		"rss_bytes":              strconv.FormatFloat(l.Current, 'f', 0, 64),
-		"limit_bytes":            strconv.FormatFloat(l.Limit, 'f', 0, 64),
+		level:                    strconv.FormatFloat(l.Current, 'f', 0, 64),
 		"slope_bytes_per_second": strconv.FormatFloat(l.Slope, 'f', 1, 64),
 		"concordance":            strconv.FormatFloat(l.Concordance, 'f', 2, 64),
+	}
+	if l.Limit > 0 {
+		a["limit_bytes"] = strconv.FormatFloat(l.Limit, 'f', 0, 64)
 	}
 	if l.TimeToLimit > 0 {
 		a["projected_exhaustion"] = l.Exhaustion.UTC().Format(time.RFC3339)
 		a["time_to_exhaustion"] = l.TimeToLimit.Round(time.Second).String()
+	}
+	return a
+}
+
+// leakAnnotations are MemoryLeakSuspected's figures.
+func leakAnnotations(l baseline.Leak) map[string]string {
+	a := leakFigures(l, "rss_bytes")
+	if l.TimeToLimit > 0 {
 		a["summary"] = fmt.Sprintf("upstream memory %s rising %s/min; projected to reach its limit %s at %s (in %s)",
 			mib(l.Current), mib(l.Slope*60), mib(l.Limit), a["projected_exhaustion"], a["time_to_exhaustion"])
 	} else {
@@ -310,22 +321,16 @@ func leakAnnotations(l baseline.Leak) map[string]string {
 
 // deviceLeakAnnotations are MemoryLeakSuspected{memory="cuda"}'s figures.
 func deviceLeakAnnotations(l baseline.Leak) map[string]string {
-	a := map[string]string{
-		"cuda_outstanding_bytes": strconv.FormatFloat(l.Current, 'f', 0, 64),
-		"slope_bytes_per_second": strconv.FormatFloat(l.Slope, 'f', 1, 64),
-		"concordance":            strconv.FormatFloat(l.Concordance, 'f', 2, 64),
-	}
-	if l.Limit > 0 {
-		a["limit_bytes"] = strconv.FormatFloat(l.Limit, 'f', 0, 64)
-	}
-	if l.TimeToLimit > 0 {
-		a["projected_exhaustion"] = l.Exhaustion.UTC().Format(time.RFC3339)
-		a["time_to_exhaustion"] = l.TimeToLimit.Round(time.Second).String()
-		a["summary"] = fmt.Sprintf("upstream CUDA allocations not freed: %s since probed, rising %s/min; projected to fill the GPU memory free now at %s (in %s)",
-			mib(l.Current), mib(l.Slope*60), a["projected_exhaustion"], a["time_to_exhaustion"])
-	} else {
-		a["summary"] = fmt.Sprintf("upstream CUDA allocations not freed: %s since probed, rising %s/min (GPU memory free unknown: no projection)",
-			mib(l.Current), mib(l.Slope*60))
+	a := leakFigures(l, "cuda_outstanding_bytes")
+	level := fmt.Sprintf("upstream CUDA allocations not freed: %s since probed", mib(l.Current))
+	switch {
+	case l.TimeToLimit > 0:
+		a["summary"] = fmt.Sprintf("%s, rising %s/min; projected to fill the GPU memory free now at %s (in %s)",
+			level, mib(l.Slope*60), a["projected_exhaustion"], a["time_to_exhaustion"])
+	case l.Limit > 0:
+		a["summary"] = fmt.Sprintf("%s, trend %s/min", level, mib(l.Slope*60))
+	default:
+		a["summary"] = fmt.Sprintf("%s, rising %s/min (GPU memory free unknown: no projection)", level, mib(l.Slope*60))
 	}
 	return a
 }

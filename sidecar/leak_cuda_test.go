@@ -57,7 +57,7 @@ func TestDeviceLeakThroughASidecar(t *testing.T) {
 		}
 	}
 	until("probed CUDA library", 10*time.Second, func() bool {
-		_, _, ok := sc.host.probes.CUDAOutstanding()
+		_, ok := sc.host.probes.CUDAOutstanding()
 		return ok
 	})
 	pr.Send("go")
@@ -76,7 +76,7 @@ func TestDeviceLeakThroughASidecar(t *testing.T) {
 		got = cudaAlert(alerting.StateFiring)
 		return got != nil
 	})
-	out, _, _ := sc.host.probes.CUDAOutstanding()
+	out, _ := sc.host.probes.CUDAOutstanding()
 	rate := float64(out) / time.Since(start).Seconds()
 	t.Logf("%s; the process allocated %.1f MiB/s", got.Annotations["summary"], rate/(1<<20))
 	if got.Labels["upstream"] != "pids" {
