@@ -345,7 +345,9 @@ func TestE2EMetrics(t *testing.T) {
 	want := map[string]float64{"grpc": grpcN, "http": httpCalls}
 
 	// Records reach the metrics off the data path, and the deltas on the
-	// next polls: wait until both are in.
+	// next polls: wait until both are in. A scrape is not a snapshot (it
+	// can meet a record half observed), so the last family a record
+	// updates that the checks below read is waited for too.
 	var ss []sample
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -354,6 +356,11 @@ func TestE2EMetrics(t *testing.T) {
 		for proto, n := range want {
 			got, _ := sum(ss, "inferwatch_requests_total", map[string]string{"protocol": proto, "model": "mnist-mlp"})
 			settled = settled && got == n
+			// 5 phases and 4 server stages a call, each once.
+			for f, per := range map[string]float64{"inferwatch_phase_duration_seconds_count": 5, "inferwatch_server_stage_duration_seconds_count": 4, "inferwatch_request_duration_seconds_count": 1} {
+				got, _ := sum(ss, f, map[string]string{"protocol": proto, "model": "mnist-mlp"})
+				settled = settled && got == per*n
+			}
 		}
 		v, _ := sum(ss, "inferwatch_triton_stage_count_total", tritonInfer)
 		settled = settled && v >= grpcN+httpCalls

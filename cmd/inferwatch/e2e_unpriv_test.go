@@ -79,11 +79,16 @@ func TestE2EUnprivilegedProxyStillMeasures(t *testing.T) {
 	}
 
 	inferGRPC(t, grpcAddr, 5)
+	// A scrape is not a snapshot: it can write the phase histograms
+	// (sorted first) before a record being observed reaches them and
+	// requests_total after, so wait for both.
 	var ss []sample
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		_, text := get("/metrics")
 		ss = parseMetrics(t, text)
-		if v, _ := sum(ss, "inferwatch_requests_total", map[string]string{"model": "mnist-mlp"}); v >= 5 || time.Now().After(deadline) {
+		reqs, _ := sum(ss, "inferwatch_requests_total", map[string]string{"model": "mnist-mlp"})
+		ups, _ := sum(ss, "inferwatch_phase_duration_seconds_count", map[string]string{"model": "mnist-mlp", "phase": "upstream"})
+		if (reqs >= 5 && ups >= 5) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
