@@ -9,7 +9,7 @@ bench=${BENCH:-../shared/bench/latency-incidents}
 seeds=${*:-1 2 3 4 5}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-go build -o "$work/inferwatch" ./cmd/inferwatch
+scripts/build.sh "$work" ./cmd/inferwatch
 run() {
   local name=$1 data=$2 start end
   start=$(date +%s%N)

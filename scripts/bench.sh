@@ -184,7 +184,7 @@ for a in "$ms_grpc" "$ms_http" "$iw_grpc" "$iw_http" "$iw_admin" "$iwf_grpc" "$i
   fi
 done
 echo "bench: building $bin"
-go build -o "$bin" ./cmd/inferwatch
+scripts/build.sh "$(dirname "$bin")" ./cmd/inferwatch
 
 start modelserver "$bin" modelserver --grpc-listen "$ms_grpc" --http-listen "$ms_http"
 wait_port modelserver "$ms_grpc"

@@ -39,7 +39,7 @@ started=()
 trap 'kill ${started[@]+"${started[@]}"} 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
 
 command -v nginx >/dev/null || { echo "evloop-bench: nginx not found (Debian: apt-get install nginx)" >&2; exit 1; }
-go build -o "$tmp/inferwatch" ./cmd/inferwatch
+scripts/build.sh "$tmp" ./cmd/inferwatch
 go build -o "$tmp/evloop" ./scripts/evloop
 [ -n "$base_env" ] && [ -z "$base_bin" ] && base_bin=$tmp/inferwatch
 

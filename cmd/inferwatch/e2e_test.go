@@ -37,8 +37,9 @@ func TestMain(m *testing.M) {
 	}
 	binPath = filepath.Join(dir, "inferwatch")
 	// The ext_proc server and the injector are binaries of their own, which
-	// `inferwatch extproc|inject` runs from the same directory.
-	build := exec.Command("go", "build", "-o", dir+"/", ".", "../inferwatch-extproc", "../inferwatch-inject")
+	// `inferwatch extproc|inject` runs from the same directory. All three
+	// are built as they ship (scripts/build.sh: its tags and flags).
+	build := exec.Command("../../scripts/build.sh", dir, "./cmd/inferwatch", "./cmd/inferwatch-extproc", "./cmd/inferwatch-inject")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: go build:", err)
