@@ -60,32 +60,105 @@ func (s *sample) addCounters(d *sample) {
 	s.offCPUNs += d.offCPUNs
 }
 
-// ring is a bounded ring of samples, oldest first.
+// merge extends s by d, the sample that follows it: counters add up,
+// levels are d's.
+func (s *sample) merge(d *sample) {
+	s.end = d.end
+	s.addCounters(d)
+	s.estimated = s.estimated || d.estimated
+	s.outstanding = d.outstanding
+	if d.cgroup {
+		s.cgroup = true
+		s.throttled.periods += d.throttled.periods
+		s.throttled.throttled += d.throttled.throttled
+		s.throttled.throttledTime += d.throttled.throttledTime
+	}
+	for i := range s.psi {
+		if d.psiOK[i] {
+			s.psiOK[i] = true
+			s.psi[i].some += d.psi[i].some
+			s.psi[i].full += d.psi[i].full
+		}
+	}
+}
+
+// ring holds the samples of the retention, oldest first: the newest at
+// the sample interval (fine), older ones merged per coarse samples each
+// (coarse). At the defaults that is the last 2 minutes at 250 ms and the 8
+// before at 2 s: 722 samples of ~490 bytes instead of 2401, 0.8 MiB less
+// live heap, and 1.6 MiB less RSS with the GC's headroom. A window's
+// counters come from the samples it overlaps pro rata either way; windows
+// more than 2 minutes back (an alert's diagnosis) are cut at 2 s
+// boundaries instead of 250 ms.
 type ring struct {
+	fine   samples
+	coarse samples
+	per    int // fine samples merged into one coarse sample
+	open   int // fine samples merged into the newest coarse one so far
+}
+
+// samples is a bounded ring buffer of samples, oldest first.
+type samples struct {
 	buf   []sample
 	first int
 	n     int
 }
 
-func newRing(capacity int) *ring { return &ring{buf: make([]sample, capacity)} }
-
-func (r *ring) push(s sample) {
-	if r.n < len(r.buf) {
-		r.buf[(r.first+r.n)%len(r.buf)] = s
-		r.n++
+func (b *samples) push(s *sample) {
+	if b.n < len(b.buf) {
+		b.buf[(b.first+b.n)%len(b.buf)] = *s
+		b.n++
 		return
 	}
-	r.buf[r.first] = s
-	r.first = (r.first + 1) % len(r.buf)
+	b.buf[b.first] = *s
+	b.first = (b.first + 1) % len(b.buf)
 }
 
-func (r *ring) at(i int) *sample { return &r.buf[(r.first+i)%len(r.buf)] }
+func (b *samples) at(i int) *sample { return &b.buf[(b.first+i)%len(b.buf)] }
+
+// newRing is a ring of capacity samples at full resolution.
+func newRing(capacity int) *ring { return newTieredRing(capacity, 0, 1) }
+
+// newTieredRing keeps fine samples as pushed, then coarse ones of per
+// merged samples each.
+func newTieredRing(fine, coarse, per int) *ring {
+	r := &ring{fine: samples{buf: make([]sample, fine)}, per: max(per, 1)}
+	if coarse > 0 {
+		r.coarse.buf = make([]sample, coarse)
+	}
+	return r
+}
+
+func (r *ring) push(s sample) {
+	if r.fine.n == len(r.fine.buf) && len(r.coarse.buf) > 0 {
+		old := r.fine.at(0)
+		if r.open > 0 && r.open < r.per && r.coarse.n > 0 {
+			r.coarse.at(r.coarse.n - 1).merge(old)
+			r.open++
+		} else {
+			r.coarse.push(old)
+			r.open = 1
+		}
+	}
+	r.fine.push(&s)
+}
+
+// len is the number of samples held, coarse and fine.
+func (r *ring) len() int { return r.coarse.n + r.fine.n }
+
+// at returns the i-th sample held, oldest first.
+func (r *ring) at(i int) *sample {
+	if i < r.coarse.n {
+		return r.coarse.at(i)
+	}
+	return r.fine.at(i - r.coarse.n)
+}
 
 func (r *ring) last() *sample {
-	if r.n == 0 {
+	if r.fine.n == 0 {
 		return nil
 	}
-	return r.at(r.n - 1)
+	return r.fine.at(r.fine.n - 1)
 }
 
 // overlap is how much of [a0, a1] lies within [b0, b1]; zero or less when
@@ -103,10 +176,16 @@ func overlap(a0, a1, b0, b1 time.Time) time.Duration {
 // overlapping calls f for each sample overlapping [from, to] with the
 // overlap and the overlap's share of the sample's interval.
 func (r *ring) overlapping(from, to time.Time, f func(s *sample, overlap time.Duration, share float64)) {
-	for i := range r.n {
+	// Samples are in time order and windows are mostly recent: find the
+	// first overlapping one from the newest end.
+	i := r.len()
+	for i > 0 && r.at(i-1).end.After(from) {
+		i--
+	}
+	for ; i < r.len(); i++ {
 		s := r.at(i)
-		if !s.end.After(from) || !s.start.Before(to) {
-			continue
+		if !s.start.Before(to) {
+			break
 		}
 		ov := overlap(s.start, s.end, from, to)
 		if ov <= 0 {

@@ -23,8 +23,14 @@ const (
 	// decision: long enough to see a launch rate, short enough that an
 	// unknown rate costs little.
 	firstPeriod = 100 * time.Millisecond
-	// maxRingSamples bounds the sample ring whatever the retention.
+	// maxRingSamples bounds each part of the sample ring whatever the
+	// retention.
 	maxRingSamples = 36000
+	// fineSpan is how much of the retention the ring keeps at the sample
+	// interval; older samples are merged coarsePer to one. Calls and
+	// windows being judged are all this recent.
+	fineSpan  = 2 * time.Minute
+	coarsePer = 8
 	// maxSyncSpans bounds the synchronisation waits kept for Window.
 	maxSyncSpans = 1 << 16
 	// maxOOMKills bounds the OOM kills kept for Window.
@@ -56,7 +62,9 @@ type Options struct {
 	// Rescan is how often the upstream's PIDs are resolved and their
 	// /proc/PID/maps read for CUDA libraries; default 1s.
 	Rescan time.Duration
-	// Retention is how far back Window can look; default 10m.
+	// Retention is how far back Window can look; default 10m. The last 2
+	// minutes of it are kept at the Sample interval, older samples merged
+	// 8 to one.
 	Retention time.Duration
 
 	// Costs are the per-hit costs; nil measures them at start (Calibrate).
@@ -112,6 +120,14 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-func (o Options) ringCapacity() int {
-	return min(int((o.Retention+o.Sample-1)/o.Sample)+1, maxRingSamples)
+// ringShape sizes the sample ring (see ring): the newest fineSpan of the
+// retention at the sample interval, the rest in samples of coarsePer.
+func (o Options) ringShape() (fine, coarse, per int) {
+	span := min(o.Retention, fineSpan)
+	fine = min(int((span+o.Sample-1)/o.Sample)+1, maxRingSamples)
+	if rest := o.Retention - span; rest > 0 {
+		step := coarsePer * o.Sample
+		coarse, per = min(int((rest+step-1)/step)+1, maxRingSamples), coarsePer
+	}
+	return fine, coarse, max(per, 1)
 }

@@ -146,7 +146,7 @@ func Start(ctx context.Context, o Options) (*Probes, error) {
 		log:      o.Logger,
 		exp:      newExporter(o.Set),
 		targets:  map[int]*target{},
-		ring:     newRing(o.ringCapacity()),
+		ring:     newTieredRing(o.ringShape()),
 		upstream: map[int]bool{},
 		done:     make(chan struct{}),
 		duty:     1,

@@ -252,7 +252,7 @@ func TestLog2HistExposition(t *testing.T) {
 
 func TestOptions(t *testing.T) {
 	o, err := Options{}.withDefaults()
-	if err != nil || o.Budget != DefaultBudget || o.Sample != DefaultSample || o.Period != DefaultPeriod || o.ringCapacity() != 2401 {
+	if err != nil || o.Budget != DefaultBudget || o.Sample != DefaultSample || o.Period != DefaultPeriod || !ringShapeIs(o, 481, 241, 8) {
 		t.Errorf("defaults %+v %v", o, err)
 	}
 	for _, bad := range []Options{{Budget: -1}, {Sample: time.Millisecond}, {Sample: 2 * time.Second}, {MinDuty: 2}, {Costs: &Costs{}}} {
@@ -274,5 +274,74 @@ func TestNilProbes(t *testing.T) {
 	set.WritePrometheus(&b)
 	if !strings.Contains(b.String(), "inferwatch_bpf_enabled 0") || strings.Contains(b.String(), "inferwatch_cuda") {
 		t.Errorf("disabled metrics:\n%s", b.String())
+	}
+}
+
+func ringShapeIs(o Options, fine, coarse, per int) bool {
+	f, c, p := o.ringShape()
+	return f == fine && c == coarse && p == per
+}
+
+// TestTieredRing: samples older than the fine part merge per coarse
+// sample; every counter of the span survives the merge, a window over
+// merged samples gets its pro-rata share, levels are the newest, and the
+// oldest coarse samples leave first.
+func TestTieredRing(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * 100 * time.Millisecond) }
+	r := newTieredRing(4, 3, 2)
+	for i := range 12 {
+		s := sample{start: at(i), end: at(i + 1), cuda: true, launches: 10, launchesCounted: 10, outstanding: int64(i), sched: true, rqNs: 100, rqWaits: 1}
+		s.rqHist[3] = 2
+		if i == 5 {
+			s.cgroup = true
+			s.throttled = cpuStat{periods: 4, throttled: 2, throttledTime: 7}
+		}
+		if i%2 == 0 {
+			s.psiOK[psiCPU] = true
+			s.psi[psiCPU].some = 5
+		}
+		r.push(s)
+	}
+	// 12 pushed: fine holds 8..11; 0..7 went coarse as (0,1) (2,3) (4,5)
+	// (6,7), of which (0,1) was pushed out.
+	if r.fine.n != 4 || r.coarse.n != 3 || r.len() != 7 {
+		t.Fatalf("fine %d coarse %d", r.fine.n, r.coarse.n)
+	}
+	for i, want := range []struct{ start, end int }{{2, 4}, {4, 6}, {6, 8}, {8, 9}, {9, 10}, {10, 11}, {11, 12}} {
+		if s := r.at(i); !s.start.Equal(at(want.start)) || !s.end.Equal(at(want.end)) {
+			t.Errorf("sample %d spans %v-%v, want %d-%d", i, s.start.Sub(t0), s.end.Sub(t0), want.start, want.end)
+		}
+	}
+	c := r.at(1) // (4,5)
+	if c.launches != 20 || c.rqNs != 200 || c.rqWaits != 2 || c.rqHist[3] != 4 || c.outstanding != 5 {
+		t.Errorf("merged counters %+v", *c)
+	}
+	if !c.cgroup || c.throttled != (cpuStat{periods: 4, throttled: 2, throttledTime: 7}) {
+		t.Errorf("merged cgroup %v %+v", c.cgroup, c.throttled)
+	}
+	if !c.psiOK[psiCPU] || c.psi[psiCPU].some != 5 {
+		t.Errorf("merged PSI %v %+v", c.psiOK, c.psi)
+	}
+	if r.last().outstanding != 11 {
+		t.Errorf("last outstanding %d, want 11", r.last().outstanding)
+	}
+	var l syncLog
+	// Half of the merged (4,5) and all of (6,7) and 8: 1 + 2 + 1 samples.
+	f := join(r, &l, nil, at(5), at(9), at(12))
+	if f.CUDA == nil || f.CUDA.Launches != 40 || f.Coverage != 1 || f.Samples != 3 {
+		t.Fatalf("window over merged samples: %+v %+v", f, f.CUDA)
+	}
+	// Pushed out: nothing of it is left.
+	if f := join(r, &l, nil, at(0), at(2), at(12)); f.Samples != 0 {
+		t.Errorf("window over dropped samples: %+v", f)
+	}
+	// A ring without a coarse part drops the oldest as before.
+	plain := newRing(2)
+	for i := range 3 {
+		plain.push(sample{start: at(i), end: at(i + 1)})
+	}
+	if plain.len() != 2 || !plain.at(0).start.Equal(at(1)) {
+		t.Errorf("plain ring holds %d from %v", plain.len(), plain.at(0).start.Sub(t0))
 	}
 }
