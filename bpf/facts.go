@@ -132,8 +132,14 @@ func newTieredRing(fine, coarse, per int) *ring {
 func (r *ring) push(s sample) {
 	if r.fine.n == len(r.fine.buf) && len(r.coarse.buf) > 0 {
 		old := r.fine.at(0)
-		if r.open > 0 && r.open < r.per && r.coarse.n > 0 {
-			r.coarse.at(r.coarse.n - 1).merge(old)
+		// Only samples that follow each other merge: one across a gap
+		// would claim the gap as covered.
+		var last *sample
+		if r.coarse.n > 0 && r.open < r.per {
+			last = r.coarse.at(r.coarse.n - 1)
+		}
+		if last != nil && last.end.Equal(old.start) {
+			last.merge(old)
 			r.open++
 		} else {
 			r.coarse.push(old)

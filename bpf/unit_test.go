@@ -336,6 +336,14 @@ func TestTieredRing(t *testing.T) {
 	if f := join(r, &l, nil, at(0), at(2), at(12)); f.Samples != 0 {
 		t.Errorf("window over dropped samples: %+v", f)
 	}
+	// Samples on either side of a gap do not merge.
+	g := newTieredRing(1, 4, 4)
+	for _, i := range []int{0, 1, 5, 6} {
+		g.push(sample{start: at(i), end: at(i + 1)})
+	}
+	if g.coarse.n != 2 || !g.at(0).end.Equal(at(2)) || !g.at(1).start.Equal(at(5)) || !g.at(1).end.Equal(at(6)) {
+		t.Errorf("across a gap: %d coarse, first %v-%v", g.coarse.n, g.at(0).start.Sub(t0), g.at(0).end.Sub(t0))
+	}
 	// A ring without a coarse part drops the oldest as before.
 	plain := newRing(2)
 	for i := range 3 {
