@@ -91,6 +91,12 @@ type MemoryLeak struct {
 	MinSpan  Duration `yaml:"min_span"` // samples needed before judging; default 30m
 	Horizon  Duration `yaml:"horizon"`  // alert when exhaustion is projected within it; default 168h
 	MinRise  float64  `yaml:"min_rise"` // smallest rise over the span, relative: default 0.1
+	// DeviceMinRiseMiB is the smallest rise of the upstream's outstanding
+	// CUDA allocations (eBPF probes) that can be a leak: counted from when
+	// the probes attached, the level has no start to be relative to.
+	// Default 64; raise it for servers whose allocator pools grow by more
+	// as they warm up.
+	DeviceMinRiseMiB float64 `yaml:"device_min_rise_mib"`
 }
 
 // Baseline is each model's history and seasonal baseline (docs/baseline.md):

@@ -107,6 +107,7 @@ func TestErrorsNameTheField(t *testing.T) {
 		{"baseline speedup", "alerting: {baseline: {speedup: -2}}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "alerting.baseline: speedup"},
 		{"memory leak interval", "alerting: {memory_leak: {interval: -1s}}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "alerting.memory_leak.interval"},
 		{"memory leak min span", "alerting: {memory_leak: {span: 1h, min_span: 2h}}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "alerting.memory_leak.min_span"},
+		{"memory leak device min rise", "alerting: {memory_leak: {device_min_rise_mib: -1}}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "alerting.memory_leak.device_min_rise_mib"},
 		{"admin", "admin_listen: nope\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "admin_listen"},
 	}
 	for _, tt := range tests {

@@ -139,6 +139,9 @@ func (c *Config) Validate() error {
 		if m.MinRise < 0 {
 			bad("alerting.memory_leak.min_rise", "must not be negative")
 		}
+		if m.DeviceMinRiseMiB < 0 {
+			bad("alerting.memory_leak.device_min_rise_mib", "must not be negative")
+		}
 		if m.Span > 0 && m.MinSpan > m.Span {
 			bad("alerting.memory_leak.min_span", "%v is longer than span %v", m.MinSpan.D(), m.Span.D())
 		}

@@ -69,11 +69,10 @@ type leakChange struct {
 	firing bool
 }
 
-// deviceMinRise is the smallest rise of outstanding CUDA allocations
-// that can be a leak. Counted from when the probes attached, the level
-// has no meaningful start to be relative to; a model server's caches
-// (cuBLAS workspaces, allocator pools) settle within tens of MiB.
-const deviceMinRise = 64 << 20
+// defaultDeviceMinRiseMiB is memory_leak.device_min_rise_mib's default:
+// a model server's caches (cuBLAS workspaces, allocator pools) settle
+// within tens of MiB.
+const defaultDeviceMinRiseMiB = 64
 
 // maxLeakSamples bounds the samples a leakWatch keeps (32 KiB each 1k).
 const maxLeakSamples = 4096
@@ -94,6 +93,9 @@ func leakDefaults(o config.MemoryLeak, window time.Duration) config.MemoryLeak {
 	}
 	if o.MinRise <= 0 {
 		o.MinRise = 0.1
+	}
+	if o.DeviceMinRiseMiB <= 0 {
+		o.DeviceMinRiseMiB = defaultDeviceMinRiseMiB
 	}
 	return o
 }
@@ -204,7 +206,7 @@ func (lw *leakWatch) tick(now time.Time) []leakChange {
 					limit = v + free // when the allocations would fill what is free now
 				}
 			}
-			lo := baseline.LeakOptions{FromZero: true, MinRiseBytes: deviceMinRise, Horizon: lw.o.Horizon.D()}
+			lo := baseline.LeakOptions{FromZero: true, MinRiseBytes: lw.o.DeviceMinRiseMiB * (1 << 20), Horizon: lw.o.Horizon.D()}
 			if ann, change, firing := lw.dev.judge(now, lw.o.MinSpan.D(), limit, lo, deviceLeakAnnotations); change {
 				out = append(out, leakChange{device: true, ann: ann, firing: firing})
 			}

@@ -266,18 +266,23 @@ func TestDeviceLeak(t *testing.T) {
 		free      float64             // GPU memory free; 0: not known
 		want      bool
 		projected bool
+		minRise   float64 // device_min_rise_mib; 0: the default
 	}{
 		// 4 MiB a tick (a second here) with 2 GiB free: 512 s to fill it.
-		{"leak, free memory known", func(i int) float64 { return 100*mib + float64(i)*4*mib }, 2048 * mib, true, true},
-		{"leak, free memory unknown", func(i int) float64 { return float64(i) * 4 * mib }, 0, true, false},
+		{"leak, free memory known", func(i int) float64 { return 100*mib + float64(i)*4*mib }, 2048 * mib, true, true, 0},
+		{"leak, free memory unknown", func(i int) float64 { return float64(i) * 4 * mib }, 0, true, false, 0},
 		// The same rate with 1 PiB free is not exhaustion within the horizon.
-		{"leak out of the horizon's reach", func(i int) float64 { return float64(i) * 4 * mib }, 1 << 50, false, false},
-		// 32 MiB over the samples: under deviceMinRise.
-		{"rise under the floor", func(i int) float64 { return float64(i) * mib / 2 }, 0, false, false},
-		{"steady with noise", func(i int) float64 { return 900*mib + float64((i*7919)%13)*mib }, 2048 * mib, false, false},
+		{"leak out of the horizon's reach", func(i int) float64 { return float64(i) * 4 * mib }, 1 << 50, false, false, 0},
+		// 32 MiB over the samples: under the default floor (64 MiB), over
+		// a floor set to 16.
+		{"rise under the floor", func(i int) float64 { return float64(i) * mib / 2 }, 0, false, false, 0},
+		{"rise over a lowered floor", func(i int) float64 { return float64(i) * mib / 2 }, 0, true, false, 16},
+		// 256 MiB over the samples, under a floor raised to 512.
+		{"leak under a raised floor", func(i int) float64 { return float64(i) * 4 * mib }, 0, false, false, 512},
+		{"steady with noise", func(i int) float64 { return 900*mib + float64((i*7919)%13)*mib }, 2048 * mib, false, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := leakDefaults(config.MemoryLeak{Interval: config.Duration(time.Second), MinSpan: config.Duration(time.Minute)}, 10*time.Second)
+			o := leakDefaults(config.MemoryLeak{Interval: config.Duration(time.Second), MinSpan: config.Duration(time.Minute), DeviceMinRiseMiB: tc.minRise}, 10*time.Second)
 			lw := newLeakWatch(o, pids.Spec{PIDs: []int{os.Getpid()}})
 			i := 0
 			lw.device = func() (float64, bool) { return tc.level(i), true }
@@ -303,15 +308,16 @@ func TestDeviceLeak(t *testing.T) {
 			if i-1 < 60 {
 				t.Errorf("fired at tick %d, before MinSpan (60 ticks) of samples", i-1)
 			}
+			rate := tc.level(1) - tc.level(0) // bytes a tick, a tick a second
 			slope, err := strconv.ParseFloat(fired.ann["slope_bytes_per_second"], 64)
-			if err != nil || slope != 4*mib {
-				t.Errorf("slope %q, want %d B/s (%v)", fired.ann["slope_bytes_per_second"], 4*mib, err)
+			if err != nil || slope != rate {
+				t.Errorf("slope %q, want %v B/s (%v)", fired.ann["slope_bytes_per_second"], rate, err)
 			}
 			ttl, err := time.ParseDuration(fired.ann["time_to_exhaustion"])
 			if tc.projected {
 				// Free memory is taken as it is now; the allocations fill it
 				// at the slope.
-				if want := time.Duration(tc.free / (4 * mib) * float64(time.Second)); err != nil || ttl < want-2*time.Second || ttl > want+2*time.Second {
+				if want := time.Duration(tc.free / rate * float64(time.Second)); err != nil || ttl < want-2*time.Second || ttl > want+2*time.Second {
 					t.Errorf("time to exhaustion %q, want %v (%v)", fired.ann["time_to_exhaustion"], want, err)
 				}
 			} else if fired.ann["time_to_exhaustion"] != "" {
