@@ -203,52 +203,9 @@ start iwframe "$bin" proxy --data-plane frame \
 wait_port iwframe "$iwf_grpc"
 wait_port iwframe "$iwf_http"
 
-user_line=
-if [ "$(id -u)" = 0 ]; then user_line="user root;"; fi
-mkdir -p "$tmp/nginx"
-cat >"$tmp/nginx/nginx.conf" <<EOF
-# Reference proxy: plain forwarding, no logging, upstream keep-alive.
-worker_processes 2;
-daemon off;
-$user_line
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $tmp/nginx/body;
-  proxy_temp_path $tmp/nginx/proxy;
-  fastcgi_temp_path $tmp/nginx/fastcgi;
-  uwsgi_temp_path $tmp/nginx/uwsgi;
-  scgi_temp_path $tmp/nginx/scgi;
-  client_max_body_size 0;       # no limit, like the sidecar's 2 GiB default
-  client_body_buffer_size 32m;  # 16 MiB messages stay in memory
-  keepalive_requests 1000000;
-  upstream ms_grpc { server $ms_grpc; keepalive 64; }
-  upstream ms_http { server $ms_http; keepalive 64; }
-  server {  # gRPC: HTTP/2 cleartext
-    listen $ng_grpc http2;
-    http2_max_concurrent_streams 1024;
-    location / {
-      grpc_pass grpc://ms_grpc;
-      grpc_buffer_size 1m;
-      grpc_read_timeout 60s;
-      grpc_send_timeout 60s;
-    }
-  }
-  server {  # HTTP/1.1 KServe v2 REST
-    listen $ng_http;
-    location / {
-      proxy_pass http://ms_http;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_buffer_size 64k;
-      proxy_buffers 16 64k;
-      proxy_read_timeout 60s;
-    }
-  }
-}
-EOF
+# shellcheck source=scripts/nginx-conf.sh
+. scripts/nginx-conf.sh
+nginx_conf "$tmp/nginx" "$ng_http" "$ms_http" "$ng_grpc" "$ms_grpc"
 nginx -t -q -p "$tmp/nginx" -e "$tmp/nginx/error.log" -c "$tmp/nginx/nginx.conf" >"$tmp/nginx-t.log" 2>&1 ||
   { cat "$tmp/nginx-t.log" >&2; die "nginx rejects the generated config (is the gRPC module there? Debian: apt-get install nginx)"; }
 start nginx nginx -p "$tmp/nginx" -e "$tmp/nginx/error.log" -c "$tmp/nginx/nginx.conf"

@@ -76,33 +76,10 @@ up "$ev"
 gc_pid=$!
 started+=($gc_pid)
 up "$gc"
-mkdir -p "$tmp/nginx"
-# The HTTP half of scripts/bench.sh's nginx: plain forwarding, upstream keep-alive.
-cat >"$tmp/nginx/nginx.conf" <<EOF
-worker_processes 2;
-daemon off;
-$([ "$(id -u)" = 0 ] && echo "user root;")
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $tmp/nginx/body;
-  proxy_temp_path $tmp/nginx/proxy;
-  keepalive_requests 1000000;
-  upstream ms { server $ms; keepalive 64; }
-  server {
-    listen $ng;
-    location / {
-      proxy_pass http://ms;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_buffer_size 64k;
-      proxy_buffers 16 64k;
-    }
-  }
-}
-EOF
+# The HTTP half of scripts/bench.sh's nginx (scripts/nginx-conf.sh).
+# shellcheck source=scripts/nginx-conf.sh
+. scripts/nginx-conf.sh
+nginx_conf "$tmp/nginx" "$ng" "$ms"
 nginx -p "$tmp/nginx" -e "$tmp/nginx/error.log" -c "$tmp/nginx/nginx.conf" &
 ng_pid=$!
 started+=($ng_pid)
