@@ -129,5 +129,5 @@ func (o Options) ringShape() (fine, coarse, per int) {
 		step := coarsePer * o.Sample
 		coarse, per = min(int((rest+step-1)/step)+1, maxRingSamples), coarsePer
 	}
-	return fine, coarse, max(per, 1)
+	return fine, coarse, per // per 0: no coarse part
 }
