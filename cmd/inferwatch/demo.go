@@ -200,7 +200,7 @@ func tritonLines(sc *sidecar.Sidecar) []string {
 // windowLines renders the last closed window of every model.
 func windowLines(views []windowstats.ModelView) []string {
 	ms := func(s float64) string { return fmt.Sprintf("%.2f", s*1000) }
-	rows := []string{fmt.Sprintf("%-10s %7s %6s %8s %8s %8s %8s %9s %12s", "MODEL", "WINDOW", "QPS", "EMA", "P50", "P99", "P99.9", "STDDEV", "SLOPE ms/qps")}
+	rows := []string{fmt.Sprintf("%-10s %-7s %8s %6s %8s %8s %8s %8s %9s %12s", "MODEL", "VERSION", "WINDOW", "QPS", "EMA", "P50", "P99", "P99.9", "STDDEV", "SLOPE ms/qps")}
 	for _, v := range views {
 		w := v.Previous
 		if w.Count == 0 {
@@ -210,7 +210,7 @@ func windowLines(views []windowstats.ModelView) []string {
 		if w.Fit.OK {
 			slope = fmt.Sprintf("%.4f", w.Fit.Slope*1000)
 		}
-		rows = append(rows, fmt.Sprintf("%-10s %7s %6.0f %8s %8s %8s %8s %9s %12s", v.Model, w.Start.Format("15:04:05"), w.QPS,
+		rows = append(rows, fmt.Sprintf("%-10s %-7s %8s %6.0f %8s %8s %8s %8s %9s %12s", v.Model, orDash(v.Version), w.Start.Format("15:04:05"), w.QPS,
 			ms(w.EMA), ms(w.P50), ms(w.P99), ms(w.P999), ms(w.StdDev), slope))
 	}
 	if len(rows) == 1 {
@@ -219,11 +219,19 @@ func windowLines(views []windowstats.ModelView) []string {
 	return rows
 }
 
+// orDash shows an empty label value as "-".
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
 // alertLines renders active and recently resolved alerts.
 func alertLines(alerts []alerting.Alert) []string {
 	var lines []string
 	for _, a := range alerts {
-		line := fmt.Sprintf("%-8s %-30s %-10s since %s  %s", a.State, a.Labels["alertname"], a.Labels["model"], a.StartsAt.Format("15:04:05"), a.Annotations["summary"])
+		line := fmt.Sprintf("%-8s %-30s %-14s since %s  %s", a.State, a.Labels["alertname"], modelVersion(a.Labels), a.StartsAt.Format("15:04:05"), a.Annotations["summary"])
 		if a.State == alerting.StateResolved {
 			line += "  (resolved " + a.EndsAt.Format("15:04:05") + ")"
 		}
@@ -308,3 +316,13 @@ func hostLines(sc *sidecar.Sidecar) []string {
 }
 
 func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// modelVersion names an alert's model as model:version when the version is
+// known: one model served under two versions (or by two APIs, one of which
+// has no version) has an alert, and a window row, for each.
+func modelVersion(labels map[string]string) string {
+	if v := labels["version"]; v != "" {
+		return labels["model"] + ":" + v
+	}
+	return labels["model"]
+}
