@@ -286,7 +286,7 @@ func hostLines(sc *sidecar.Sidecar) []string {
 			if b.Sched.RunqueueWaits > 0 {
 				mean = msOf(b.Sched.RunqueueDelay) / b.Sched.RunqueueWaits
 			}
-			line += fmt.Sprintf(" run-queue delay %.1fms in all, %.3fms per wait (p99 %.3fms, %.0f waits), off-CPU %.1fms",
+			line += fmt.Sprintf(" run-queue delay %.1fms in all, %.3fms per wait (p99 %.3fms, %.0f waits), off-CPU %.1fms summed over its threads",
 				msOf(b.Sched.RunqueueDelay), mean, msOf(b.Sched.RunqueueP99), b.Sched.RunqueueWaits, msOf(b.Sched.OffCPU))
 		} else {
 			line += " (no sample yet)"
