@@ -1,17 +1,19 @@
 // Package fleet fits baselines for a whole fleet: it reads each model's
 // latency history (and load) from a Prometheus-compatible query API
-// (VictoriaMetrics, Prometheus), fits a baseline.Model per model, and
-// writes the bands for the coming horizon back into VictoriaMetrics
-// (/api/v1/import/prometheus) as
+// (VictoriaMetrics, Prometheus), fits a baseline.Model per fleet — a model
+// in one namespace, by default — and writes the bands for the coming
+// horizon back into VictoriaMetrics (/api/v1/import/prometheus) as
 //
-//	inferwatch_latency_baseline_seconds{model="...",bound="expected|lower|upper"}
+//	inferwatch_latency_baseline_seconds{namespace="...",model="...",bound="expected|lower|upper",kind="..."}
 //
-// so that rules (deploy/rules) can compare every replica's P99 with one
-// shared band. The `inferwatch baseline` command runs it on a schedule.
+// so that rules (deploy/rules) can compare every replica's P99 with its
+// fleet's shared band. The `inferwatch baseline` command runs it on a
+// schedule.
 package fleet
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +22,8 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -30,6 +34,9 @@ import (
 
 // Metric is the name the bands are written under.
 const Metric = "inferwatch_latency_baseline_seconds"
+
+// NoGroup, as Options.Group, fits one fleet per model.
+var NoGroup = []string{}
 
 // Options configure a run. Zero fields take the defaults shown.
 type Options struct {
@@ -43,8 +50,14 @@ type Options struct {
 	Latency string
 	// Load is the PromQL of each model's request rate; "" for the default,
 	// "-" for none.
-	Load     string
-	Label    string        // the label naming the model: "model"
+	Load  string
+	Label string // the label naming the model: "model"
+	// Group are the labels that split a model's calls into fleets of their
+	// own, each fitted apart and written with its values: ["namespace"]
+	// (the rules judge each namespace apart). An empty value is a group
+	// of its own (series that lack the label). Default ["namespace"];
+	// NoGroup for one fleet per model.
+	Group    []string
 	Lookback time.Duration // history read: 14 days
 	Step     time.Duration // resolution: 1m
 	Horizon  time.Duration // bands written ahead: 1h
@@ -60,11 +73,15 @@ func (o Options) withDefaults() Options {
 	if o.Label == "" {
 		o.Label = "model"
 	}
+	if o.Group == nil {
+		o.Group = []string{"namespace"}
+	}
+	by := strings.Join(append(slices.Clone(o.Group), o.Label), ", ")
 	if o.Latency == "" {
-		o.Latency = fmt.Sprintf(`histogram_quantile(0.99, sum(rate(inferwatch_request_duration_seconds_bucket[1m])) by (le, %s))`, o.Label)
+		o.Latency = fmt.Sprintf(`histogram_quantile(0.99, sum(rate(inferwatch_request_duration_seconds_bucket[1m])) by (le, %s))`, by)
 	}
 	if o.Load == "" {
-		o.Load = fmt.Sprintf(`sum(rate(inferwatch_request_duration_seconds_count[1m])) by (%s)`, o.Label)
+		o.Load = fmt.Sprintf(`sum(rate(inferwatch_request_duration_seconds_count[1m])) by (%s)`, by)
 	}
 	if o.Lookback == 0 {
 		o.Lookback = 14 * 24 * time.Hour
@@ -106,19 +123,32 @@ func (o Options) Validate() error {
 	if o.Band <= 0 {
 		errs = append(errs, fmt.Errorf("band %g: must be positive", o.Band))
 	}
+	for _, l := range append(slices.Clone(o.Group), o.Label) {
+		if !labelName.MatchString(l) || l == "bound" || l == "kind" || l == "le" || l == "__name__" {
+			errs = append(errs, fmt.Errorf("label %q: want a label name other than bound, kind, le", l))
+		}
+	}
+	if slices.Contains(o.Group, o.Label) {
+		errs = append(errs, fmt.Errorf("group %v: must not hold label %q", o.Group, o.Label))
+	}
 	return errors.Join(errs...)
 }
 
-// Result is one model's fit.
+// labelName is a Prometheus label name.
+var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+
+// Result is one fleet's fit.
 type Result struct {
 	Model  string
+	Group  string // the fleet's group labels, `namespace="team-a"`; "" for none
 	Kind   string // baseline.KindTrailing, KindDaily, KindSeasonal
 	Points int
 	Err    error // the fit failed (too little history); nothing written
 }
 
-// Run reads, fits and writes once, at now. It returns one Result per model
-// found; an error only when the query or the write failed.
+// Run reads, fits and writes once, at now. It returns one Result per fleet
+// (model and group) found; an error only when the query or the write
+// failed.
 func Run(ctx context.Context, o Options, now time.Time) ([]Result, error) {
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("fleet: %w", err)
@@ -129,25 +159,27 @@ func Run(ctx context.Context, o Options, now time.Time) ([]Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleet: latency: %w", err)
 	}
-	var load map[string][]baseline.Point
+	var load map[fleetKey][]baseline.Point
 	if o.Load != "-" {
 		if load, err = queryRange(ctx, o, o.Load, start, now); err != nil {
 			return nil, fmt.Errorf("fleet: load: %w", err)
 		}
 	}
-	models := make([]string, 0, len(lat))
-	for m := range lat {
-		models = append(models, m)
+	fleets := make([]fleetKey, 0, len(lat))
+	for k := range lat {
+		fleets = append(fleets, k)
 	}
-	sort.Strings(models)
+	slices.SortFunc(fleets, func(a, b fleetKey) int {
+		return cmp.Or(cmp.Compare(a.model, b.model), cmp.Compare(a.group, b.group))
+	})
 	var body bytes.Buffer
 	var results []Result
-	for _, name := range models {
-		pts := lat[name]
-		if lp, ok := load[name]; ok {
+	for _, k := range fleets {
+		pts := lat[k]
+		if lp, ok := load[k]; ok {
 			baseline.JoinLoad(pts, lp)
 		}
-		res := Result{Model: name, Points: len(pts)}
+		res := Result{Model: k.model, Group: strings.TrimSuffix(k.group, ","), Points: len(pts)}
 		m, err := baseline.Fit(pts, o.Fit)
 		if err != nil {
 			res.Err = err
@@ -165,7 +197,7 @@ func Run(ctx context.Context, o Options, now time.Time) ([]Result, error) {
 				bound string
 				v     float64
 			}{{"expected", math.Exp(mu)}, {"lower", math.Exp(mu - o.Band*sc)}, {"upper", math.Exp(mu + o.Band*sc)}} {
-				fmt.Fprintf(&body, "%s{%s=%q,bound=%q,kind=%q} %s %d\n", Metric, o.Label, name, b.bound, m.Kind,
+				fmt.Fprintf(&body, "%s{%s%s=%q,bound=%q,kind=%q} %s %d\n", Metric, k.group, o.Label, k.model, b.bound, m.Kind,
 					strconv.FormatFloat(b.v, 'g', 8, 64), ms)
 			}
 		}
@@ -191,8 +223,27 @@ func loadAt(pts []baseline.Point, t time.Time) float64 {
 	return pts[i].Q
 }
 
-// queryRange runs a range query and returns its series by the model label.
-func queryRange(ctx context.Context, o Options, q string, start, end time.Time) (map[string][]baseline.Point, error) {
+// fleetKey names one fleet: a model, and the values of the group labels
+// (rendered as the label pairs the bands carry, empty values left out).
+type fleetKey struct {
+	model string
+	group string // `namespace="team-a",` or ""
+}
+
+func keyOf(metric map[string]string, label string, group []string) fleetKey {
+	k := fleetKey{model: metric[label]}
+	var b strings.Builder
+	for _, g := range group {
+		if v := metric[g]; v != "" {
+			fmt.Fprintf(&b, "%s=%q,", g, v)
+		}
+	}
+	k.group = b.String()
+	return k
+}
+
+// queryRange runs a range query and returns its series by fleet.
+func queryRange(ctx context.Context, o Options, q string, start, end time.Time) (map[fleetKey][]baseline.Point, error) {
 	v := url.Values{}
 	v.Set("query", q)
 	v.Set("start", strconv.FormatInt(start.Unix(), 10))
@@ -215,11 +266,12 @@ func queryRange(ctx context.Context, o Options, q string, start, end time.Time) 
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s: %s: %s", u, resp.Status, bytes.TrimSpace(b[:min(len(b), 512)]))
 	}
-	return parseMatrix(b, o.Label)
+	return parseMatrix(b, o.Label, o.Group)
 }
 
-// parseMatrix reads a query_range answer: series keyed by the label's value.
-func parseMatrix(b []byte, label string) (map[string][]baseline.Point, error) {
+// parseMatrix reads a query_range answer: series keyed by the model label's
+// value and the group labels' values.
+func parseMatrix(b []byte, label string, group []string) (map[fleetKey][]baseline.Point, error) {
 	var r struct {
 		Status string `json:"status"`
 		Error  string `json:"error"`
@@ -240,11 +292,15 @@ func parseMatrix(b []byte, label string) (map[string][]baseline.Point, error) {
 	if r.Data.ResultType != "matrix" {
 		return nil, fmt.Errorf("result type %q, want matrix", r.Data.ResultType)
 	}
-	out := map[string][]baseline.Point{}
+	out := map[fleetKey][]baseline.Point{}
 	for _, s := range r.Data.Result {
-		name := s.Metric[label]
-		if name == "" {
+		k := keyOf(s.Metric, label, group)
+		name := k.group + k.model
+		if k.model == "" {
 			continue
+		}
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("series %s: two series for one fleet; the query must aggregate by %s and the group labels", name, label)
 		}
 		pts := make([]baseline.Point, 0, len(s.Values))
 		for _, v := range s.Values {
@@ -260,7 +316,7 @@ func parseMatrix(b []byte, label string) (map[string][]baseline.Point, error) {
 			sec, frac := math.Modf(ts)
 			pts = append(pts, baseline.Point{T: time.Unix(int64(sec), int64(frac*1e9)).UTC(), V: f, Q: math.NaN()})
 		}
-		out[name] = pts
+		out[k] = pts
 	}
 	return out, nil
 }
@@ -281,4 +337,12 @@ func post(ctx context.Context, o Options, u string, body io.Reader) error {
 		return fmt.Errorf("%s: %s: %s", u, resp.Status, bytes.TrimSpace(b))
 	}
 	return nil
+}
+
+// Name is the fleet as the bands name it: resnet{namespace="team-a"}.
+func (r Result) Name() string {
+	if r.Group == "" {
+		return r.Model
+	}
+	return r.Model + "{" + r.Group + "}"
 }

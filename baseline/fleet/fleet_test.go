@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -43,25 +44,26 @@ func loadOf(t time.Time, peak float64) float64 {
 	return peak * (0.15 + 0.85*math.Pow(0.5-0.5*math.Cos(2*math.Pi*(h-3)/24), 1.4))
 }
 
-// TestBandsRoundTripThroughVictoriaMetrics imports three days of two
-// models' P99 and load into a real VictoriaMetrics, runs the fleet fit
-// against its query API, and reads the bands it wrote back.
-func TestBandsRoundTripThroughVictoriaMetrics(t *testing.T) {
-	vm := startVictoriaMetrics(t)
-	now := time.Now().UTC().Truncate(time.Minute)
-	models := []struct {
-		name          string
-		base, k, peak float64
-	}{{"resnet", 0.040, 1.0, 800}, {"bert", 0.120, 0.6, 200}}
+// synthFleet is one fleet of the synthetic history: its series' labels and
+// the noise-free P99 curve it follows.
+type synthFleet struct {
+	labels        string // `model="resnet"`, `namespace="team-a",model="resnet"`
+	base, k, peak float64
+}
+
+// importHistory writes three days of each fleet's P99 (test_p99_seconds)
+// and load (test_qps), one point a minute up to now, into vm.
+func importHistory(t *testing.T, vm string, now time.Time, fleets []synthFleet) {
+	t.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
 	var b strings.Builder
-	for _, m := range models {
+	for _, f := range fleets {
 		for i := 3 * 1440; i > 0; i-- {
 			ts := now.Add(-time.Duration(i) * time.Minute)
-			q := loadOf(ts, m.peak) * (0.95 + 0.1*rng.Float64())
-			v := truth(m.base, m.k, q, m.peak) * math.Exp(0.05*rng.NormFloat64())
-			fmt.Fprintf(&b, "test_p99_seconds{model=%q} %g %d\n", m.name, v, ts.UnixMilli())
-			fmt.Fprintf(&b, "test_qps{model=%q} %g %d\n", m.name, q, ts.UnixMilli())
+			q := loadOf(ts, f.peak) * (0.95 + 0.1*rng.Float64())
+			v := truth(f.base, f.k, q, f.peak) * math.Exp(0.05*rng.NormFloat64())
+			fmt.Fprintf(&b, "test_p99_seconds{%s} %g %d\n", f.labels, v, ts.UnixMilli())
+			fmt.Fprintf(&b, "test_qps{%s} %g %d\n", f.labels, q, ts.UnixMilli())
 		}
 	}
 	resp, err := http.Post(vm+"/api/v1/import/prometheus", "text/plain", strings.NewReader(b.String()))
@@ -73,6 +75,42 @@ func TestBandsRoundTripThroughVictoriaMetrics(t *testing.T) {
 		t.Fatalf("import: %s", resp.Status)
 	}
 	flush(vm)
+}
+
+// checkBands reads each fleet's band 30 minutes ahead and holds its
+// expected P99 to the fleet's own truth.
+func checkBands(t *testing.T, vm string, now time.Time, fleets []synthFleet) {
+	t.Helper()
+	at := now.Add(30 * time.Minute)
+	for _, f := range fleets {
+		got := map[string]float64{}
+		for _, bound := range []string{"expected", "lower", "upper"} {
+			q := fmt.Sprintf(`%s{%s,bound=%q}`, Metric, f.labels, bound)
+			v, ok := query(t, vm, q, at)
+			if !ok {
+				t.Fatalf("%s at %s: no value, or not one series", q, at.Format(time.RFC3339))
+			}
+			got[bound] = v
+		}
+		want := truth(f.base, f.k, loadOf(at.Add(-24*time.Hour), f.peak), f.peak)
+		t.Logf("%s at +30m: lower %.4f expected %.4f upper %.4f (truth %.4f)", f.labels, got["lower"], got["expected"], got["upper"], want)
+		if math.Abs(got["expected"]/want-1) > 0.05 {
+			t.Errorf("%s: expected %.4f, truth %.4f", f.labels, got["expected"], want)
+		}
+		if !(got["lower"] < got["expected"] && got["expected"] < got["upper"]) {
+			t.Errorf("%s: band %v", f.labels, got)
+		}
+	}
+}
+
+// TestBandsRoundTripThroughVictoriaMetrics imports three days of two
+// models' P99 and load into a real VictoriaMetrics, runs the fleet fit
+// against its query API, and reads the bands it wrote back.
+func TestBandsRoundTripThroughVictoriaMetrics(t *testing.T) {
+	vm := startVictoriaMetrics(t)
+	now := time.Now().UTC().Truncate(time.Minute)
+	fleets := []synthFleet{{`model="resnet"`, 0.040, 1.0, 800}, {`model="bert"`, 0.120, 0.6, 200}}
+	importHistory(t, vm, now, fleets)
 
 	o := Options{QueryURL: vm, Latency: `test_p99_seconds`, Load: `test_qps`}
 	res, err := Run(context.Background(), o, now)
@@ -83,31 +121,49 @@ func TestBandsRoundTripThroughVictoriaMetrics(t *testing.T) {
 		t.Fatalf("results %+v, want two models", res)
 	}
 	for _, r := range res {
-		if r.Err != nil || r.Kind != "daily" || r.Points < 4000 {
-			t.Errorf("%+v: want a daily fit of about 4320 points", r)
+		if r.Err != nil || r.Kind != "daily" || r.Points < 4000 || r.Group != "" {
+			t.Errorf("%+v: want a daily fit of about 4320 points, no group", r)
 		}
 	}
 	flush(vm)
+	checkBands(t, vm, now, fleets)
+}
 
-	at := now.Add(30 * time.Minute)
-	for _, m := range models {
-		got := map[string]float64{}
-		for _, bound := range []string{"expected", "lower", "upper"} {
-			q := fmt.Sprintf(`%s{model=%q,bound=%q}`, Metric, m.name, bound)
-			v, ok := query(t, vm, q, at)
-			if !ok {
-				t.Fatalf("%s at %s: no value", q, at.Format(time.RFC3339))
-			}
-			got[bound] = v
+// TestBandsPerNamespace: one model served in two namespaces at different
+// latencies is two fleets, each fitted from its own history and written
+// with its namespace, as the rules judge them. Fitted as one fleet
+// (NoGroup), the query's two series for one model are an error, not a
+// band that is neither's.
+func TestBandsPerNamespace(t *testing.T) {
+	vm := startVictoriaMetrics(t)
+	now := time.Now().UTC().Truncate(time.Minute)
+	fleets := []synthFleet{
+		{`namespace="team-a",model="resnet"`, 0.040, 1.0, 800},
+		{`namespace="team-b",model="resnet"`, 0.160, 0.5, 300},
+	}
+	importHistory(t, vm, now, fleets)
+
+	o := Options{QueryURL: vm, Latency: `test_p99_seconds`, Load: `test_qps`}
+	res, err := Run(context.Background(), o, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range res {
+		names = append(names, r.Name())
+		if r.Err != nil || r.Kind != "daily" {
+			t.Errorf("%+v: want a daily fit", r)
 		}
-		want := truth(m.base, m.k, loadOf(at.Add(-24*time.Hour), m.peak), m.peak)
-		t.Logf("%s at +30m: lower %.4f expected %.4f upper %.4f (truth %.4f)", m.name, got["lower"], got["expected"], got["upper"], want)
-		if math.Abs(got["expected"]/want-1) > 0.05 {
-			t.Errorf("%s: expected %.4f, truth %.4f", m.name, got["expected"], want)
-		}
-		if !(got["lower"] < got["expected"] && got["expected"] < got["upper"]) {
-			t.Errorf("%s: band %v", m.name, got)
-		}
+	}
+	if want := []string{`resnet{namespace="team-a"}`, `resnet{namespace="team-b"}`}; !slices.Equal(names, want) {
+		t.Fatalf("fleets %q, want %q", names, want)
+	}
+	flush(vm)
+	checkBands(t, vm, now, fleets)
+
+	o.Group = NoGroup
+	if _, err := Run(context.Background(), o, now.Add(time.Minute)); err == nil || !strings.Contains(err.Error(), "two series for one fleet") {
+		t.Errorf("one fleet per model over two namespaces' series: err %v, want two series for one fleet", err)
 	}
 }
 
@@ -121,6 +177,9 @@ func TestOptionsNameTheField(t *testing.T) {
 		{Options{QueryURL: "http://vm", Step: time.Millisecond}, "step"},
 		{Options{QueryURL: "http://vm", Horizon: time.Second}, "horizon"},
 		{Options{QueryURL: "http://vm", Band: -1}, "band"},
+		{Options{QueryURL: "http://vm", Group: []string{"name-space"}}, "label"},
+		{Options{QueryURL: "http://vm", Group: []string{"bound"}}, "label"},
+		{Options{QueryURL: "http://vm", Group: []string{"model"}}, "group"},
 	} {
 		if err := tc.o.Validate(); err == nil || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("%+v: err %v, want one naming %s", tc.o, err, tc.field)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,6 +27,7 @@ func runBaseline(args []string, stderr io.Writer) error {
 	fs.StringVar(&o.Latency, "latency", "", "PromQL of each model's latency in seconds (default: P99 of inferwatch_request_duration_seconds)")
 	fs.StringVar(&o.Load, "load", "", "PromQL of each model's request rate ('-': none)")
 	fs.StringVar(&o.Label, "label", "model", "the label naming the model")
+	group := fs.String("group", "namespace", "labels, comma-separated, that split a model's calls into fleets fitted apart ('-': one fleet per model)")
 	fs.DurationVar(&o.Lookback, "lookback", 14*24*time.Hour, "history fitted")
 	fs.DurationVar(&o.Step, "step", time.Minute, "resolution of history and bands")
 	fs.DurationVar(&o.Horizon, "horizon", time.Hour, "bands written ahead; at least --every")
@@ -33,6 +35,10 @@ func runBaseline(args []string, stderr io.Writer) error {
 	once := fs.Bool("once", false, "fit and write once, then exit")
 	if err := cmdline.Parse(fs, args); err != nil {
 		return err
+	}
+	o.Group = fleet.NoGroup
+	if *group != "-" && *group != "" {
+		o.Group = strings.Split(*group, ",")
 	}
 	if o.QueryURL == "" {
 		return errors.New("baseline: --url is required")
@@ -55,10 +61,10 @@ func runBaseline(args []string, stderr io.Writer) error {
 		}
 		for _, r := range res {
 			if r.Err != nil {
-				fmt.Fprintf(stderr, "baseline: %s: %d points: %v\n", r.Model, r.Points, r.Err)
+				fmt.Fprintf(stderr, "baseline: %s: %d points: %v\n", r.Name(), r.Points, r.Err)
 				continue
 			}
-			fmt.Fprintf(stderr, "baseline: %s: %d points, %s model, bands written for %v\n", r.Model, r.Points, r.Kind, o.Horizon)
+			fmt.Fprintf(stderr, "baseline: %s: %d points, %s model, bands written for %v\n", r.Name(), r.Points, r.Kind, o.Horizon)
 		}
 		if *once {
 			return nil
