@@ -124,6 +124,11 @@ func NewEngine(o Options) (*Engine, error) {
 	if o.Grace <= 0 {
 		o.Grace = 250 * time.Millisecond
 	}
+	if o.Metrics != nil {
+		for model, th := range models {
+			exportSLA(o.Metrics, model, th)
+		}
+	}
 	return &Engine{
 		o:        o,
 		stats:    s,
@@ -206,6 +211,7 @@ func (e *Engine) state(v *windowstats.ModelView) *modelState {
 		ms = &modelState{key: k, rules: newRules(th, e.fitSpan)}
 		if e.o.Metrics != nil {
 			ms.g = newGauges(e.o.Metrics, k)
+			exportSLA(e.o.Metrics, k.model, th)
 		}
 		e.states[k] = ms
 	}

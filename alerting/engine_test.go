@@ -332,6 +332,69 @@ func TestGaugesAndFiringFlag(t *testing.T) {
 	}
 }
 
+// The SLAs the engine holds models to go out as series for the fleet
+// rules: a configured model's from the start, a model under the defaults'
+// SLA from its first window, none where no SLA applies.
+func TestSLASeries(t *testing.T) {
+	expose := func(set *metrics.Set) string {
+		var b bytes.Buffer
+		set.WritePrometheus(&b)
+		return b.String()
+	}
+	for _, tc := range []struct {
+		name          string
+		defaults      Thresholds
+		before, after []string // present before any call, after windows of m
+		never         []string
+	}{
+		{
+			name:     "default SLA",
+			defaults: Thresholds{SLA: 250 * time.Millisecond},
+			before:   []string{`inferwatch_model_sla_seconds{model="bert"} 0.08`, `inferwatch_model_ttft_slo_seconds{model="bert"} 1`},
+			after:    []string{`inferwatch_model_sla_seconds{model="m"} 0.25`},
+			never:    []string{`inferwatch_model_ttft_slo_seconds{model="m"}`},
+		},
+		{
+			name:   "no default SLA",
+			before: []string{`inferwatch_model_sla_seconds{model="bert"} 0.08`},
+			never:  []string{`inferwatch_model_sla_seconds{model="m"}`, `inferwatch_model_ttft_slo_seconds{model="m"}`},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := metrics.NewSet()
+			s := newSim(t, Options{Metrics: set, Config: Config{
+				Defaults: tc.defaults,
+				Models:   map[string]Thresholds{"bert": {SLA: 80 * time.Millisecond, TTFTSLO: time.Second}},
+			}})
+			out := expose(set)
+			for _, want := range tc.before {
+				if !strings.Contains(out, want) {
+					t.Errorf("before any call, exposition lacks %q:\n%s", want, out)
+				}
+			}
+			for _, want := range tc.after {
+				if strings.Contains(out, want) {
+					t.Errorf("before any call of m, exposition has %q", want)
+				}
+			}
+			for range 2 {
+				s.window(50, steady, "m")
+			}
+			out = expose(set)
+			for _, want := range append(tc.before, tc.after...) {
+				if !strings.Contains(out, want) {
+					t.Errorf("after m's windows, exposition lacks %q:\n%s", want, out)
+				}
+			}
+			for _, no := range tc.never {
+				if strings.Contains(out, no) {
+					t.Errorf("exposition has %q, which no SLA backs", no)
+				}
+			}
+		})
+	}
+}
+
 func TestResendAndKeepResolved(t *testing.T) {
 	s := newSim(t, Options{Resend: 30 * time.Second, KeepResolved: time.Minute,
 		Config: Config{Defaults: Thresholds{SLA: 10 * time.Millisecond}}})

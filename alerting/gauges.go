@@ -35,6 +35,26 @@ func newGauges(set *metrics.Set, k modelKey) *gauges {
 	return g
 }
 
+// exportSLA publishes the SLA and TTFT SLO a model is held to, per model
+// (every version shares them), so that the fleet rules in deploy/rules
+// judge against the same numbers as the engine: a model configured with
+// its own SLA from the start, one under the defaults' SLA from its first
+// window. A zero SLA or SLO is no series (no rule applies).
+func exportSLA(set *metrics.Set, model string, th Thresholds) {
+	if model == "" {
+		return
+	}
+	for _, s := range []struct {
+		name string
+		d    float64
+	}{{"inferwatch_model_sla_seconds", th.SLA.Seconds()}, {"inferwatch_model_ttft_slo_seconds", th.TTFTSLO.Seconds()}} {
+		if s.d > 0 {
+			v := s.d
+			set.GetOrCreateGauge(fmt.Sprintf("%s{model=%q}", s.name, model), func() float64 { return v })
+		}
+	}
+}
+
 // setGauges publishes the latest closed window of v. Held: e.mu.
 func (e *Engine) setGauges(ms *modelState, v *windowstats.ModelView) {
 	g := ms.g

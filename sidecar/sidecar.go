@@ -292,18 +292,6 @@ func (s *Sidecar) newEngine() error {
 		return fmt.Errorf("alerting.rules: %w", err)
 	}
 	s.engine = eng
-	// The SLAs also go out as a series, so the Prometheus rules in
-	// deploy/rules judge against the same numbers.
-	for model, t := range a.Rules.Models {
-		if t.SLA > 0 {
-			sla := t.SLA.Seconds()
-			s.metrics.Metrics().NewGauge(fmt.Sprintf(`inferwatch_model_sla_seconds{model=%q}`, metricset.SanitizeLabelValue(model)), func() float64 { return sla })
-		}
-		if t.TTFTSLO > 0 {
-			slo := t.TTFTSLO.Seconds()
-			s.metrics.Metrics().NewGauge(fmt.Sprintf(`inferwatch_model_ttft_slo_seconds{model=%q}`, metricset.SanitizeLabelValue(model)), func() float64 { return slo })
-		}
-	}
 	return nil
 }
 
