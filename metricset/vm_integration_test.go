@@ -31,8 +31,7 @@ var maxQuantileError = func() float64 {
 // histogram_quantile over the pushed `le` buckets agrees with the observed
 // durations within the bucket error, and that the extra labels arrived.
 func TestPushToVictoriaMetrics(t *testing.T) {
-	bin := testenv.RequireBinary(t, "victoria-metrics")
-	addr := startVictoriaMetrics(t, bin)
+	vm := testenv.StartVictoriaMetrics(t, testenv.RequireBinary(t, "victoria-metrics"))
 
 	s := New(Options{})
 	durations := logSpread(1000, time.Millisecond, 500*time.Millisecond)
@@ -43,7 +42,7 @@ func TestPushToVictoriaMetrics(t *testing.T) {
 	pod := "pod-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if err := s.InitPush(ctx, "http://"+addr+"/api/v1/import/prometheus", 200*time.Millisecond,
+	if err := s.InitPush(ctx, vm+"/api/v1/import/prometheus", 200*time.Millisecond,
 		map[string]string{"pod": pod, "namespace": "inferwatch-test"}); err != nil {
 		t.Fatal(err)
 	}
@@ -54,10 +53,10 @@ func TestPushToVictoriaMetrics(t *testing.T) {
 	for {
 		// force_flush makes freshly ingested samples and series searchable
 		// now instead of after VictoriaMetrics' periodic flushes.
-		if resp, err := http.Get("http://" + addr + "/internal/force_flush"); err == nil {
+		if resp, err := http.Get(vm + "/internal/force_flush"); err == nil {
 			resp.Body.Close()
 		}
-		v, ok := queryScalar(t, addr, countQ)
+		v, ok := queryScalar(t, vm, countQ)
 		if ok && v == float64(len(durations)) {
 			t.Logf("push searchable after %v", time.Since(deadline.Add(-20*time.Second)).Round(time.Millisecond))
 			break
@@ -70,7 +69,7 @@ func TestPushToVictoriaMetrics(t *testing.T) {
 
 	for _, q := range []float64{0.5, 0.9, 0.99} {
 		query := fmt.Sprintf(`histogram_quantile(%v, sum(inferwatch_request_duration_seconds_bucket{pod=%q}) by (le))`, q, pod)
-		got, ok := queryScalar(t, addr, query)
+		got, ok := queryScalar(t, vm, query)
 		if !ok {
 			t.Fatalf("%s returned nothing", query)
 		}
@@ -89,27 +88,10 @@ func TestPushToVictoriaMetrics(t *testing.T) {
 	}
 }
 
-// startVictoriaMetrics runs the binary on a free loopback port with its own
-// storage, waits until it is healthy and stops it when the test ends.
-func startVictoriaMetrics(t *testing.T, bin string) string {
-	t.Helper()
-	addr := testenv.FreeAddr(t)
-	p := testenv.Start(t, bin,
-		"-httpListenAddr="+addr,
-		"-storageDataPath="+t.TempDir(),
-		"-retentionPeriod=1d",
-		"-search.latencyOffset=0s", // pushed samples are queryable at once
-		"-search.disableCache",
-		"-loggerLevel=ERROR",
-	)
-	testenv.WaitHTTP(t, p, "http://"+addr+"/health", 15*time.Second)
-	return addr
-}
-
 // queryScalar runs an instant query expected to yield at most one series.
-func queryScalar(t *testing.T, addr, query string) (float64, bool) {
+func queryScalar(t *testing.T, vm, query string) (float64, bool) {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/api/v1/query?query=" + url.QueryEscape(query))
+	resp, err := http.Get(vm + "/api/v1/query?query=" + url.QueryEscape(query))
 	if err != nil {
 		t.Fatalf("query %s: %v", query, err)
 	}

@@ -17,22 +17,6 @@ import (
 	"github.com/inferwatch/inferwatch/internal/testenv"
 )
 
-func startVictoriaMetrics(t *testing.T) string {
-	t.Helper()
-	bin := testenv.RequireBinary(t, "victoria-metrics")
-	addr := testenv.FreeAddr(t)
-	p := testenv.Start(t, bin,
-		"-httpListenAddr="+addr,
-		"-storageDataPath="+t.TempDir(),
-		"-retentionPeriod=30d",
-		"-search.latencyOffset=0s",
-		"-search.disableCache",
-		"-loggerLevel=ERROR",
-	)
-	testenv.WaitHTTP(t, p, "http://"+addr+"/health", 15*time.Second)
-	return "http://" + addr
-}
-
 // truth is the synthetic models' noise-free P99 (seconds) at t with load q.
 func truth(base, k, q, peak float64) float64 {
 	u := q / peak
@@ -107,7 +91,7 @@ func checkBands(t *testing.T, vm string, now time.Time, fleets []synthFleet) {
 // models' P99 and load into a real VictoriaMetrics, runs the fleet fit
 // against its query API, and reads the bands it wrote back.
 func TestBandsRoundTripThroughVictoriaMetrics(t *testing.T) {
-	vm := startVictoriaMetrics(t)
+	vm := testenv.StartVictoriaMetrics(t, testenv.RequireBinary(t, "victoria-metrics"))
 	now := time.Now().UTC().Truncate(time.Minute)
 	fleets := []synthFleet{{`model="resnet"`, 0.040, 1.0, 800}, {`model="bert"`, 0.120, 0.6, 200}}
 	importHistory(t, vm, now, fleets)
@@ -135,7 +119,7 @@ func TestBandsRoundTripThroughVictoriaMetrics(t *testing.T) {
 // (NoGroup), the query's two series for one model are an error, not a
 // band that is neither's.
 func TestBandsPerNamespace(t *testing.T) {
-	vm := startVictoriaMetrics(t)
+	vm := testenv.StartVictoriaMetrics(t, testenv.RequireBinary(t, "victoria-metrics"))
 	now := time.Now().UTC().Truncate(time.Minute)
 	fleets := []synthFleet{
 		{`namespace="team-a",model="resnet"`, 0.040, 1.0, 800},

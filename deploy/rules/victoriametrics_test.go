@@ -25,18 +25,7 @@ import (
 // series where it has one, else the one with no namespace, for every
 // namespace serving the model; a sidecar's own band (no kind) never.
 func TestNamespaceJoinsInVictoriaMetrics(t *testing.T) {
-	bin := testenv.RequireBinary(t, "victoria-metrics")
-	addr := testenv.FreeAddr(t)
-	p := testenv.Start(t, bin,
-		"-httpListenAddr="+addr,
-		"-storageDataPath="+t.TempDir(),
-		"-retentionPeriod=1d",
-		"-search.latencyOffset=0s",
-		"-search.disableCache",
-		"-loggerLevel=ERROR",
-	)
-	vm := "http://" + addr
-	testenv.WaitHTTP(t, p, vm+"/health", 15*time.Second)
+	vm := testenv.StartVictoriaMetrics(t, testenv.RequireBinary(t, "victoria-metrics"))
 
 	at := time.Now().Truncate(time.Second).Add(-time.Minute)
 	series := []string{
