@@ -123,19 +123,28 @@ func (o Options) Validate() error {
 	if o.Band <= 0 {
 		errs = append(errs, fmt.Errorf("band %g: must be positive", o.Band))
 	}
-	for _, l := range append(slices.Clone(o.Group), o.Label) {
-		if !labelName.MatchString(l) || l == "bound" || l == "kind" || l == "le" || l == "__name__" {
-			errs = append(errs, fmt.Errorf("label %q: want a label name other than bound, kind, le", l))
-		}
+	if !usableLabel(o.Label) {
+		errs = append(errs, fmt.Errorf("label %q: want a label name other than bound, kind, le", o.Label))
 	}
-	if slices.Contains(o.Group, o.Label) {
-		errs = append(errs, fmt.Errorf("group %v: must not hold label %q", o.Group, o.Label))
+	for i, g := range o.Group {
+		switch {
+		case !usableLabel(g):
+			errs = append(errs, fmt.Errorf("group[%d] %q: want a label name other than bound, kind, le", i, g))
+		case g == o.Label:
+			errs = append(errs, fmt.Errorf("group[%d] %q: is the model label", i, g))
+		}
 	}
 	return errors.Join(errs...)
 }
 
 // labelName is a Prometheus label name.
 var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+
+// usableLabel says whether l can name a fleet: a label name that is not
+// one the bands or the histograms use for themselves.
+func usableLabel(l string) bool {
+	return labelName.MatchString(l) && !strings.HasPrefix(l, "__") && l != "bound" && l != "kind" && l != "le"
+}
 
 // Result is one fleet's fit.
 type Result struct {

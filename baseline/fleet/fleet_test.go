@@ -161,9 +161,10 @@ func TestOptionsNameTheField(t *testing.T) {
 		{Options{QueryURL: "http://vm", Step: time.Millisecond}, "step"},
 		{Options{QueryURL: "http://vm", Horizon: time.Second}, "horizon"},
 		{Options{QueryURL: "http://vm", Band: -1}, "band"},
-		{Options{QueryURL: "http://vm", Group: []string{"name-space"}}, "label"},
-		{Options{QueryURL: "http://vm", Group: []string{"bound"}}, "label"},
-		{Options{QueryURL: "http://vm", Group: []string{"model"}}, "group"},
+		{Options{QueryURL: "http://vm", Label: "kind"}, "label"},
+		{Options{QueryURL: "http://vm", Group: []string{"name-space"}}, "group[0]"},
+		{Options{QueryURL: "http://vm", Group: []string{"namespace", "bound"}}, "group[1]"},
+		{Options{QueryURL: "http://vm", Group: []string{"model"}}, "group[0]"},
 	} {
 		if err := tc.o.Validate(); err == nil || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("%+v: err %v, want one naming %s", tc.o, err, tc.field)
