@@ -206,7 +206,7 @@ func Run(ctx context.Context, o Options, now time.Time) ([]Result, error) {
 				bound string
 				v     float64
 			}{{"expected", math.Exp(mu)}, {"lower", math.Exp(mu - o.Band*sc)}, {"upper", math.Exp(mu + o.Band*sc)}} {
-				fmt.Fprintf(&body, "%s{%s%s=%q,bound=%q,kind=%q} %s %d\n", Metric, k.group, o.Label, k.model, b.bound, m.Kind,
+				fmt.Fprintf(&body, "%s{%s%s=%s,bound=%q,kind=%q} %s %d\n", Metric, k.group, o.Label, quoteLabel(k.model), b.bound, m.Kind,
 					strconv.FormatFloat(b.v, 'g', 8, 64), ms)
 			}
 		}
@@ -244,12 +244,19 @@ func keyOf(metric map[string]string, label string, group []string) fleetKey {
 	var b strings.Builder
 	for _, g := range group {
 		if v := metric[g]; v != "" {
-			fmt.Fprintf(&b, "%s=%q,", g, v)
+			fmt.Fprintf(&b, "%s=%s,", g, quoteLabel(v))
 		}
 	}
 	k.group = b.String()
 	return k
 }
+
+// labelEscaper applies the text exposition format's only escapes. Go's %q
+// is not that format: it writes a tab or a non-printable rune as \t or
+// \u…, which an importer reads as those characters, not the value.
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+func quoteLabel(v string) string { return `"` + labelEscaper.Replace(v) + `"` }
 
 // queryRange runs a range query and returns its series by fleet.
 func queryRange(ctx context.Context, o Options, q string, start, end time.Time) (map[fleetKey][]baseline.Point, error) {

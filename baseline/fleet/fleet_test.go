@@ -151,6 +151,27 @@ func TestBandsPerNamespace(t *testing.T) {
 	}
 }
 
+// TestBandsKeepLabelValues: a model or group value with a quote, a tab or a
+// rune Go's %q would escape comes back from the import exactly as it was
+// queried, so the rules' joins still match it.
+func TestBandsKeepLabelValues(t *testing.T) {
+	vm := testenv.StartVictoriaMetrics(t, testenv.RequireBinary(t, "victoria-metrics"))
+	now := time.Now().UTC().Truncate(time.Minute)
+	fleets := []synthFleet{{"team=\"a\tb\u00a0c\",model=\"r\\\"é\\\"snet\"", 0.040, 1.0, 800}}
+	importHistory(t, vm, now, fleets)
+
+	o := Options{QueryURL: vm, Latency: `test_p99_seconds`, Load: `test_qps`, Group: []string{"team"}}
+	res, err := Run(context.Background(), o, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0].Err != nil || res[0].Model != `r"é"snet` || res[0].Group != "team=\"a\tb\u00a0c\"" {
+		t.Fatalf("results %+v, want one fit of the model, its group as written", res)
+	}
+	flush(vm)
+	checkBands(t, vm, now, fleets)
+}
+
 func TestOptionsNameTheField(t *testing.T) {
 	for _, tc := range []struct {
 		o     Options
