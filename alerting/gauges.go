@@ -49,8 +49,7 @@ func exportSLA(set *metrics.Set, model string, th Thresholds) {
 		d    float64
 	}{{"inferwatch_model_sla_seconds", th.SLA.Seconds()}, {"inferwatch_model_ttft_slo_seconds", th.TTFTSLO.Seconds()}} {
 		if s.d > 0 {
-			v := s.d
-			set.GetOrCreateGauge(fmt.Sprintf("%s{model=%q}", s.name, model), func() float64 { return v })
+			set.GetOrCreateGauge(fmt.Sprintf("%s{model=%q}", s.name, model), func() float64 { return s.d })
 		}
 	}
 }
