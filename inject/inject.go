@@ -70,6 +70,9 @@ const (
 // Sidecar ports of its own.
 const (
 	AdminPort = 9901
+	// AdminPortName names AdminPort on the sidecar container: its probes
+	// and the chart's PodMonitor find the port by it.
+	AdminPortName = "iw-admin"
 	// queueProxyPort is where the sidecar listens when it sits between
 	// KServe's (Knative's) queue-proxy and the model server.
 	queueProxyPort = 8090
@@ -586,7 +589,7 @@ func sidecar(image string, cfg Config, routes []route, extra []string, res corev
 			fmt.Sprintf("--%s-upstream=127.0.0.1:%d", r.proto, r.upstream))
 		ports = append(ports, corev1.ContainerPort{Name: r.name, ContainerPort: r.listen, Protocol: corev1.ProtocolTCP})
 	}
-	ports = append(ports, corev1.ContainerPort{Name: "iw-admin", ContainerPort: AdminPort, Protocol: corev1.ProtocolTCP})
+	ports = append(ports, corev1.ContainerPort{Name: AdminPortName, ContainerPort: AdminPort, Protocol: corev1.ProtocolTCP})
 	if !ebpf {
 		args = append(args, "--no-bpf")
 	}
@@ -614,7 +617,7 @@ func sidecar(image string, cfg Config, routes []route, extra []string, res corev
 	}
 	probe := func(path string, period int32) *corev1.Probe {
 		return &corev1.Probe{
-			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("iw-admin")}},
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(AdminPortName)}},
 			PeriodSeconds: period,
 		}
 	}

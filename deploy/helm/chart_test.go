@@ -12,9 +12,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/inferwatch/inferwatch/inject"
 	"github.com/inferwatch/inferwatch/internal/testenv"
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"gopkg.in/yaml.v3"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -64,6 +66,9 @@ var valueSets = []struct {
 	{"default", nil, "bootstrap"},
 	{"cert-manager", []string{"certs.mode=cert-manager"}, "cert-manager"},
 	{"cert-manager-issuer", []string{"certs.mode=cert-manager", "certs.certManager.issuerRef.name=corp-ca", "certs.certManager.issuerRef.kind=ClusterIssuer", "failurePolicy=Fail", "replicas=3", "sidecar.pushURL=http://vm.monitoring:8428/api/v1/import/prometheus"}, "cert-manager"},
+	{"monitoring", []string{"monitoring.podMonitor.enabled=true", "monitoring.podMonitor.labels.release=kube-prometheus-stack",
+		"monitoring.prometheusRule.enabled=true", "monitoring.dashboard.enabled=true", "monitoring.dashboard.namespace=grafana",
+		"monitoring.dashboard.annotations.grafana_folder=ML"}, "bootstrap"},
 }
 
 func setArgs(set []string) []string {
@@ -129,6 +134,9 @@ func checkObjects(t *testing.T, mode string, set []string, manifest string) {
 	var svc corev1.Service
 	var certSecret string
 	var roles, injectorRules []rbacv1.PolicyRule // the certificate Jobs', the injector's
+	var dashboard corev1.ConfigMap
+	var podMonitors []monitoringv1.PodMonitor
+	var rule monitoringv1.PrometheusRule
 	for _, doc := range strings.Split(manifest, "\n---") {
 		var m map[string]any
 		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
@@ -160,6 +168,13 @@ func checkObjects(t *testing.T, mode string, set []string, manifest string) {
 			obj = &rbacv1.RoleBinding{}
 		case "Job":
 			obj = &batchv1.Job{}
+		case "ConfigMap":
+			obj = &dashboard
+		case "PodMonitor":
+			podMonitors = append(podMonitors, monitoringv1.PodMonitor{})
+			obj = &podMonitors[len(podMonitors)-1]
+		case "PrometheusRule":
+			obj = &rule
 		case "Issuer", "Certificate":
 			// cert-manager's CRDs have no k8s.io/api type; check what we rely on.
 			if m["apiVersion"] != "cert-manager.io/v1" {
@@ -176,7 +191,7 @@ func checkObjects(t *testing.T, mode string, set []string, manifest string) {
 		}
 		strict, err := sigsjson.UnmarshalStrict(raw, obj)
 		if err != nil || len(strict) > 0 {
-			t.Errorf("%s does not strict-decode into its k8s.io/api type: %v %v", kind, err, strict)
+			t.Errorf("%s does not strict-decode into its k8s.io/api (or Prometheus Operator) type: %v %v", kind, err, strict)
 		}
 		if role != nil {
 			if strings.HasSuffix(role.Name, "-certgen") {
@@ -195,6 +210,7 @@ func checkObjects(t *testing.T, mode string, set []string, manifest string) {
 			t.Errorf("%d objects of kind %s, want %d", kinds[k], k, n)
 		}
 	}
+	checkMonitoring(t, set, kinds, &dep, podMonitors, &rule, &dashboard)
 	want := int32(2)
 	for _, s := range set {
 		if v, ok := strings.CutPrefix(s, "replicas="); ok {
@@ -268,6 +284,141 @@ func checkObjects(t *testing.T, mode string, set []string, manifest string) {
 	}
 }
 
+// checkMonitoring: each monitoring object is rendered exactly when enabled,
+// and says what the rest of the project does. One PodMonitor scrapes the
+// port the injector names on every sidecar, often enough for the rules'
+// 1-minute rates, the other the injector's own pods and metrics port; the
+// PrometheusRule holds deploy/rules' groups unchanged, which promtool loads;
+// the ConfigMap holds deploy/grafana's dashboard, byte for byte.
+func checkMonitoring(t *testing.T, set []string, kinds map[string]int, dep *appsv1.Deployment, pms []monitoringv1.PodMonitor, rule *monitoringv1.PrometheusRule, cm *corev1.ConfigMap) {
+	t.Helper()
+	for kind, value := range map[string]string{"PodMonitor": "podMonitor", "PrometheusRule": "prometheusRule", "ConfigMap": "dashboard"} {
+		want := 0
+		if slices.Contains(set, "monitoring."+value+".enabled=true") {
+			want = 1
+			if kind == "PodMonitor" {
+				want = 2
+			}
+		}
+		if kinds[kind] != want {
+			t.Errorf("%d objects of kind %s, want %d", kinds[kind], kind, want)
+		}
+	}
+	if len(pms) == 2 {
+		sidecars, injector := pms[0], pms[1]
+		if injector.Spec.NamespaceSelector.Any {
+			sidecars, injector = injector, sidecars
+		}
+		eps := sidecars.Spec.PodMetricsEndpoints
+		if len(eps) != 1 || portName(eps) != inject.AdminPortName || eps[0].Path != "/metrics" {
+			t.Errorf("sidecars' PodMonitor: %d endpoints, the first on port %s path %q; want one, the sidecar's %s port, /metrics",
+				len(eps), portName(eps), pathOf(eps), inject.AdminPortName)
+		} else if d, err := time.ParseDuration(string(eps[0].Interval)); err != nil || d > 30*time.Second {
+			t.Errorf("PodMonitor interval %q: the rules' rate(...[1m]) needs two samples a minute (docs/rules.md)", eps[0].Interval)
+		}
+		if !sidecars.Spec.NamespaceSelector.Any || sidecars.Labels["release"] != "kube-prometheus-stack" {
+			t.Errorf("sidecars' PodMonitor: namespaceSelector %+v, labels %v", sidecars.Spec.NamespaceSelector, sidecars.Labels)
+		}
+		// The injector's: its namespace, its pods' labels, a port its container names.
+		eps = injector.Spec.PodMetricsEndpoints
+		ports := map[string]bool{}
+		for _, p := range dep.Spec.Template.Spec.Containers[0].Ports {
+			ports[p.Name] = true
+		}
+		matches := len(injector.Spec.Selector.MatchLabels) > 0
+		for k, v := range injector.Spec.Selector.MatchLabels {
+			matches = matches && dep.Spec.Template.Labels[k] == v
+		}
+		if !matches || !slices.Equal(injector.Spec.NamespaceSelector.MatchNames, []string{dep.Namespace}) || len(eps) != 1 || !ports[portName(eps)] {
+			t.Errorf("injector's PodMonitor: selector %v in %v, port %s; the injector's pods are %v in %s with ports %v",
+				injector.Spec.Selector.MatchLabels, injector.Spec.NamespaceSelector.MatchNames, portName(eps), dep.Spec.Template.Labels, dep.Namespace, ports)
+		}
+	}
+	if kinds["PrometheusRule"] == 1 {
+		src, err := os.ReadFile(filepath.Join("..", "rules", "inferwatch-rules.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want, got any
+		if err := yaml.Unmarshal(src, &want); err != nil {
+			t.Fatal(err)
+		}
+		rendered, _ := json.Marshal(rule.Spec)
+		if err := yaml.Unmarshal(rendered, &got); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(normalize(t, want), normalize(t, got)) {
+			t.Errorf("PrometheusRule spec differs from deploy/rules/inferwatch-rules.yaml")
+		}
+		f := filepath.Join(t.TempDir(), "rules.yaml")
+		if err := os.WriteFile(f, rendered, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(testenv.RequireBinary(t, "promtool"), "check", "rules", f).CombinedOutput(); err != nil {
+			t.Errorf("promtool check rules on the PrometheusRule's spec: %v\n%s", err, out)
+		}
+	}
+	if kinds["ConfigMap"] == 1 {
+		src, err := os.ReadFile(filepath.Join("..", "grafana", "inferwatch.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cm.Data["inferwatch.json"]; got != strings.TrimSuffix(string(src), "\n") {
+			t.Errorf("dashboard ConfigMap holds %d bytes that differ from deploy/grafana/inferwatch.json (%d)", len(got), len(src))
+		}
+		if cm.Labels["grafana_dashboard"] != "1" || cm.Namespace != "grafana" || cm.Annotations["grafana_folder"] != "ML" {
+			t.Errorf("dashboard ConfigMap: namespace %q, labels %v, annotations %v", cm.Namespace, cm.Labels, cm.Annotations)
+		}
+	}
+}
+
+func portName(eps []monitoringv1.PodMetricsEndpoint) string {
+	if len(eps) == 0 || eps[0].Port == nil {
+		return "(none)"
+	}
+	return *eps[0].Port
+}
+
+func pathOf(eps []monitoringv1.PodMetricsEndpoint) string {
+	if len(eps) == 0 {
+		return ""
+	}
+	return eps[0].Path
+}
+
+// normalize round-trips a decoded YAML document through JSON, so that the
+// file's and the rendered object's numbers and maps compare alike.
+func normalize(t *testing.T, v any) any {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestChartCopies: the chart ships copies of the rules and the dashboard
+// (helm reads no file outside the chart); they must be the files themselves.
+func TestChartCopies(t *testing.T) {
+	for _, f := range []struct{ src, copy string }{
+		{"../rules/inferwatch-rules.yaml", "inferwatch/files/inferwatch-rules.yaml"},
+		{"../grafana/inferwatch.json", "inferwatch/files/inferwatch.json"},
+	} {
+		a, err := os.ReadFile(f.src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(f.copy)
+		if err != nil || !bytes.Equal(a, b) {
+			t.Errorf("%s is not a copy of %s (go generate ./deploy/helm): %v", f.copy, f.src, err)
+		}
+	}
+}
+
 // TestSchemaRejects: each bad value fails helm template on values.schema.json
 // with a message naming the value.
 func TestSchemaRejects(t *testing.T) {
@@ -284,6 +435,10 @@ func TestSchemaRejects(t *testing.T) {
 		{"timeoutSeconds=60", "timeoutSeconds"},
 		{"certs.certManager.issuerRef.kind=Vault", "kind"},
 		{"replica=2", "replica"},
+		{"monitoring.podMonitor.interval=15", "interval"},
+		{"monitoring.podMonitor.namespaces[0]=Team_A", "namespaces"},
+		{"monitoring.dashboard.enabled=yes", "enabled"},
+		{"monitoring.prometheusRule.label.x=y", "label"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			out, err := helm(t, "template", "iw", chart, "--set", tc.set)

@@ -34,3 +34,17 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- range .Values.excludedNamespaces }}{{ if ne . $.Release.Namespace }}{{ $ns = append $ns . }}{{ end }}{{ end -}}
 {{- toJson $ns -}}
 {{- end -}}
+
+{{- /* Labels of the monitoring objects (monitoring.yaml): the chart's, and a
+user's extra ones, e.g. the release label a Prometheus selects on. */ -}}
+{{- define "inferwatch.monitoringLabels" -}}
+app.kubernetes.io/name: inferwatch
+app.kubernetes.io/component: monitoring
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
+{{- with .extra }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
