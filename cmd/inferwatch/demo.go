@@ -42,6 +42,7 @@ func runDemo(args []string, out, logw io.Writer) error {
 	window := fs.Duration("window", 10*time.Second, "window statistics window length (alerts evaluate per window)")
 	speedup := fs.Float64("history-speedup", 1, "baseline history seconds per real second (e.g. 8640: a day of history every 10 s)")
 	sla := fs.Duration("sla", 25*time.Millisecond, "latency SLA of mnist-mlp for LatencyMeanOverSLA")
+	ttftSLO := fs.Duration("ttft-slo", 0, "P99 time-to-first-token SLO of toy-llm for LLMTimeToFirstTokenOverSLO; 0: none")
 	base := fs.Duration("base-latency", 0, "a constant extra latency of every inference from the start (a slower model)")
 	stepAt := fs.Duration("inject-step-at", 0, "after this long, the model server degrades for good: each inference gains an exponentially distributed delay of mean --step-extra (0: never)")
 	stepExtra := fs.Duration("step-extra", 10*time.Millisecond, "mean of the degradation's added latency")
@@ -81,6 +82,9 @@ func runDemo(args []string, out, logw io.Writer) error {
 	cfg.Alerting.Baseline.Speedup = *speedup
 	cfg.Alerting.AlertmanagerURLs = amURLs
 	cfg.Alerting.Rules.Models = map[string]alerting.Thresholds{"mnist-mlp": {SLA: *sla}}
+	if *ttftSLO > 0 {
+		cfg.Alerting.Rules.Models[loadgen.ModelLLM] = alerting.Thresholds{TTFTSLO: *ttftSLO}
+	}
 	cfg.Finish()
 	tbl := table.New(out)
 	sc, err := sidecar.New(cfg, logger, tbl)

@@ -44,11 +44,12 @@ type dashboard struct {
 // grafanaVars are what Grafana substitutes before a query reaches Prometheus.
 var grafanaVars = strings.NewReplacer("$__rate_interval", "1m", "$__interval", "1m", "${datasource}", "x", "$model", ".*", "$namespace", ".*")
 
-// documented returns the metric names the docs list in backticks.
+// documented returns the metric names the docs list in backticks, alone or
+// with their labels (`inferwatch_llm_finish_total{reason}`).
 func documented(t *testing.T) map[string]bool {
 	t.Helper()
 	names := map[string]bool{}
-	re := regexp.MustCompile("`(inferwatch_[a-z0-9_]+)`")
+	re := regexp.MustCompile("`(inferwatch_[a-z0-9_]+)(\\{[^`]*\\})?`")
 	for _, f := range []string{"metrics.md", "gpu.md", "bpf.md"} {
 		b, err := os.ReadFile(filepath.Join("..", "..", "docs", f))
 		if err != nil {
