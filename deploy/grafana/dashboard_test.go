@@ -65,10 +65,42 @@ func documented(t *testing.T) map[string]bool {
 var (
 	metricToken = regexp.MustCompile(`\binferwatch_[a-z0-9_]+`)
 	selector    = regexp.MustCompile(`([a-zA-Z_:][a-zA-Z0-9_:]*)\{`)
+	// recordToken is a recording rule's name: level:metric:operation.
+	recordToken = regexp.MustCompile(`\b[a-zA-Z_][a-zA-Z0-9_]*:[a-zA-Z0-9_:]+`)
 )
 
-// checkNames returns the problems with the metric names of one expression.
-func checkNames(expr string, docs map[string]bool) []string {
+// recorded returns the names deploy/rules records.
+func recorded(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "rules", "inferwatch-rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Groups []struct {
+			Rules []struct {
+				Record string `yaml:"record"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			if r.Record != "" {
+				names[r.Record] = true
+			}
+		}
+	}
+	return names
+}
+
+// checkNames returns the problems with the metric names of one expression:
+// inferwatch metrics the docs list, series deploy/rules records, and
+// Prometheus's ALERTS.
+func checkNames(expr string, docs, records map[string]bool) []string {
 	var bad []string
 	for _, m := range metricToken.FindAllString(expr, -1) {
 		base := m
@@ -81,9 +113,14 @@ func checkNames(expr string, docs map[string]bool) []string {
 			bad = append(bad, fmt.Sprintf("%s is not in docs/metrics.md (or gpu.md, bpf.md)", m))
 		}
 	}
+	for _, m := range recordToken.FindAllString(expr, -1) {
+		if !records[m] {
+			bad = append(bad, fmt.Sprintf("%s is not recorded by deploy/rules", m))
+		}
+	}
 	for _, m := range selector.FindAllStringSubmatch(expr, -1) {
-		if !strings.HasPrefix(m[1], "inferwatch_") {
-			bad = append(bad, fmt.Sprintf("selector %s{...} is not an inferwatch metric", m[1]))
+		if !strings.HasPrefix(m[1], "inferwatch_") && !records[m[1]] && m[1] != "ALERTS" {
+			bad = append(bad, fmt.Sprintf("selector %s{...} is not an inferwatch metric, a recorded series or ALERTS", m[1]))
 		}
 	}
 	return bad
@@ -91,6 +128,7 @@ func checkNames(expr string, docs map[string]bool) []string {
 
 func TestCheckNamesCatches(t *testing.T) {
 	docs := map[string]bool{"inferwatch_requests_total": true, "inferwatch_request_duration_seconds": true}
+	records := map[string]bool{"model:inferwatch_request_duration_seconds:p99_1m": true}
 	for _, tc := range []struct {
 		expr string
 		bad  bool
@@ -99,16 +137,20 @@ func TestCheckNamesCatches(t *testing.T) {
 		{`histogram_quantile(0.9, rate(inferwatch_request_duration_seconds_bucket{}[1m]))`, false},
 		{`rate(inferwatch_request_total{}[1m])`, true},
 		{`rate(http_requests_total{}[1m])`, true},
+		{`model:inferwatch_request_duration_seconds:p99_1m{model="a"}`, false},
+		{`model:inferwatch_request_duration_seconds:p98_1m{model="a"}`, true},
+		{`ALERTS{alertname="P99OverBaseline"}`, false},
+		{`ALERTS_FOR_STATE{alertname="P99OverBaseline"}`, true},
 	} {
-		if got := len(checkNames(tc.expr, docs)) > 0; got != tc.bad {
+		if got := len(checkNames(tc.expr, docs, records)) > 0; got != tc.bad {
 			t.Errorf("%s: flagged %v, want %v", tc.expr, got, tc.bad)
 		}
 	}
 }
 
-// queries reads the dashboard and returns every PromQL expression in it,
-// variables substituted, keyed by where it is.
-func queries(t *testing.T, raw []byte) map[string]string {
+// queries reads a dashboard and returns its uid and every PromQL expression
+// in it, variables substituted, keyed by where it is.
+func queries(t *testing.T, raw []byte) (uid string, exprs map[string]string) {
 	t.Helper()
 	var d dashboard
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
@@ -153,7 +195,7 @@ func queries(t *testing.T, raw []byte) map[string]string {
 			out[fmt.Sprintf("panel %q %s", p.Title, tg.RefID)] = grafanaVars.Replace(tg.Expr)
 		}
 	}
-	return out
+	return d.UID, out
 }
 
 // promtoolParse writes the expressions as recording rules and has
@@ -182,20 +224,34 @@ func promtoolParse(t *testing.T, exprs map[string]string) error {
 	return nil
 }
 
+// TestDashboard checks every dashboard in this directory.
 func TestDashboard(t *testing.T) {
-	raw, err := os.ReadFile("inferwatch.json")
-	if err != nil {
-		t.Fatal(err)
+	files, err := filepath.Glob("*.json")
+	if err != nil || len(files) < 2 {
+		t.Fatalf("dashboards %v: %v", files, err)
 	}
-	exprs := queries(t, raw)
-	docs := documented(t)
-	for where, e := range exprs {
-		for _, p := range checkNames(e, docs) {
-			t.Errorf("%s: %s", where, p)
-		}
-	}
-	if err := promtoolParse(t, exprs); err != nil {
-		t.Errorf("promtool refuses a dashboard query: %v", err)
+	docs, records := documented(t), recorded(t)
+	uids := map[string]string{}
+	for _, f := range files {
+		t.Run(f, func(t *testing.T) {
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			uid, exprs := queries(t, raw)
+			if other, dup := uids[uid]; dup {
+				t.Errorf("uid %q is %s's too", uid, other)
+			}
+			uids[uid] = f
+			for where, e := range exprs {
+				for _, p := range checkNames(e, docs, records) {
+					t.Errorf("%s: %s", where, p)
+				}
+			}
+			if err := promtoolParse(t, exprs); err != nil {
+				t.Errorf("promtool refuses a dashboard query: %v", err)
+			}
+		})
 	}
 	// The parse check can fail: a broken expression is refused.
 	if err := promtoolParse(t, map[string]string{"x": `sum(rate(inferwatch_requests_total{model=~".*"}[1m])`}); err == nil {

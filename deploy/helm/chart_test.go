@@ -289,7 +289,7 @@ func checkObjects(t *testing.T, mode string, set []string, manifest string) {
 // port the injector names on every sidecar, often enough for the rules'
 // 1-minute rates, the other the injector's own pods and metrics port; the
 // PrometheusRule holds deploy/rules' groups unchanged, which promtool loads;
-// the ConfigMap holds deploy/grafana's dashboard, byte for byte.
+// the ConfigMap holds deploy/grafana's dashboards, byte for byte.
 func checkMonitoring(t *testing.T, set []string, kinds map[string]int, dep *appsv1.Deployment, pms []monitoringv1.PodMonitor, rule *monitoringv1.PrometheusRule, cm *corev1.ConfigMap) {
 	t.Helper()
 	for kind, value := range map[string]string{"PodMonitor": "podMonitor", "PrometheusRule": "prometheusRule", "ConfigMap": "dashboard"} {
@@ -359,12 +359,18 @@ func checkMonitoring(t *testing.T, set []string, kinds map[string]int, dep *apps
 		}
 	}
 	if kinds["ConfigMap"] == 1 {
-		src, err := os.ReadFile(filepath.Join("..", "grafana", "inferwatch.json"))
-		if err != nil {
-			t.Fatal(err)
+		files, _ := filepath.Glob(filepath.Join("..", "grafana", "*.json"))
+		if len(cm.Data) != len(files) {
+			t.Errorf("dashboard ConfigMap holds %d dashboards, deploy/grafana %d", len(cm.Data), len(files))
 		}
-		if got := cm.Data["inferwatch.json"]; got != strings.TrimSuffix(string(src), "\n") {
-			t.Errorf("dashboard ConfigMap holds %d bytes that differ from deploy/grafana/inferwatch.json (%d)", len(got), len(src))
+		for _, f := range files {
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cm.Data[filepath.Base(f)]; got != strings.TrimSuffix(string(src), "\n") {
+				t.Errorf("dashboard ConfigMap's %s holds %d bytes that differ from %s (%d)", filepath.Base(f), len(got), f, len(src))
+			}
 		}
 		if cm.Labels["grafana_dashboard"] != "1" || cm.Namespace != "grafana" || cm.Annotations["grafana_folder"] != "ML" {
 			t.Errorf("dashboard ConfigMap: namespace %q, labels %v, annotations %v", cm.Namespace, cm.Labels, cm.Annotations)
@@ -407,6 +413,7 @@ func TestChartCopies(t *testing.T) {
 	for _, f := range []struct{ src, copy string }{
 		{"../rules/inferwatch-rules.yaml", "inferwatch/files/inferwatch-rules.yaml"},
 		{"../grafana/inferwatch.json", "inferwatch/files/inferwatch.json"},
+		{"../grafana/inferwatch-fleet.json", "inferwatch/files/inferwatch-fleet.json"},
 	} {
 		a, err := os.ReadFile(f.src)
 		if err != nil {

@@ -11,3 +11,4 @@ package helm
 
 //go:generate cp ../rules/inferwatch-rules.yaml inferwatch/files/inferwatch-rules.yaml
 //go:generate cp ../grafana/inferwatch.json inferwatch/files/inferwatch.json
+//go:generate cp ../grafana/inferwatch-fleet.json inferwatch/files/inferwatch-fleet.json
