@@ -19,42 +19,16 @@ import (
 
 // runBaseline is the baseline command: the fleet-wide fit on a schedule.
 func runBaseline(args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("baseline", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var o fleet.Options
-	fs.StringVar(&o.QueryURL, "url", "", "query API base URL (VictoriaMetrics or Prometheus), e.g. http://vm:8428")
-	fs.StringVar(&o.ImportURL, "import-url", "", "VictoriaMetrics base URL the bands are imported into (default: --url)")
-	fs.StringVar(&o.Latency, "latency", "", "PromQL of each model's latency in seconds (default: P99 of inferwatch_request_duration_seconds)")
-	fs.StringVar(&o.Load, "load", "", "PromQL of each model's request rate ('-': none)")
-	fs.StringVar(&o.Label, "label", "model", "the label naming the model")
-	group := fs.String("group", "namespace", "labels, comma-separated, that split a model's calls into fleets fitted apart ('-': one fleet per model)")
-	fs.DurationVar(&o.Lookback, "lookback", 14*24*time.Hour, "history fitted")
-	fs.DurationVar(&o.Step, "step", time.Minute, "resolution of history and bands")
-	fs.DurationVar(&o.Horizon, "horizon", time.Hour, "bands written ahead; at least --every")
-	every := fs.Duration("every", time.Hour, "how often to refit and write")
-	once := fs.Bool("once", false, "fit and write once, then exit")
-	if err := cmdline.Parse(fs, args); err != nil {
+	o, every, once, err := baselineOptions(args, stderr)
+	if err != nil {
 		return err
-	}
-	o.Group = fleet.NoGroup
-	if *group != "-" && *group != "" {
-		o.Group = strings.Split(*group, ",")
-	}
-	if o.QueryURL == "" {
-		return errors.New("baseline: --url is required")
-	}
-	if err := o.Validate(); err != nil {
-		return fmt.Errorf("baseline: %w", err)
-	}
-	if !*once && (*every <= 0 || *every > o.Horizon) {
-		return fmt.Errorf("baseline: every %v: must be positive and at most horizon %v, or bands run out between runs", *every, o.Horizon)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	for {
 		res, err := fleet.Run(ctx, o, time.Now())
 		if err != nil {
-			if *once {
+			if once {
 				return err
 			}
 			fmt.Fprintln(stderr, "baseline:", err)
@@ -66,13 +40,47 @@ func runBaseline(args []string, stderr io.Writer) error {
 			}
 			fmt.Fprintf(stderr, "baseline: %s: %d points, %s model, bands written for %v\n", r.Name(), r.Points, r.Kind, o.Horizon)
 		}
-		if *once {
+		if once {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(*every):
+		case <-time.After(every):
 		}
 	}
+}
+
+// baselineOptions parses and checks the baseline command's flags.
+func baselineOptions(args []string, stderr io.Writer) (o fleet.Options, every time.Duration, once bool, err error) {
+	fs := flag.NewFlagSet("baseline", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.QueryURL, "url", "", "query API base URL (VictoriaMetrics or Prometheus), e.g. http://vm:8428")
+	fs.StringVar(&o.ImportURL, "import-url", "", "VictoriaMetrics base URL the bands are imported into (default: --url)")
+	fs.StringVar(&o.Latency, "latency", "", "PromQL of each model's latency in seconds (default: P99 of inferwatch_request_duration_seconds)")
+	fs.StringVar(&o.Load, "load", "", "PromQL of each model's request rate ('-': none)")
+	fs.StringVar(&o.Label, "label", "model", "the label naming the model")
+	group := fs.String("group", "namespace", "labels, comma-separated, that split a model's calls into fleets fitted apart ('-': one fleet per model)")
+	fs.DurationVar(&o.Lookback, "lookback", 14*24*time.Hour, "history fitted")
+	fs.DurationVar(&o.Step, "step", time.Minute, "resolution of history and bands")
+	fs.DurationVar(&o.Horizon, "horizon", time.Hour, "bands written ahead; at least --every")
+	fs.DurationVar(&every, "every", time.Hour, "how often to refit and write")
+	fs.BoolVar(&once, "once", false, "fit and write once, then exit")
+	if err := cmdline.Parse(fs, args); err != nil {
+		return o, 0, false, err
+	}
+	o.Group = fleet.NoGroup
+	if *group != "-" && *group != "" {
+		o.Group = strings.Split(*group, ",")
+	}
+	if o.QueryURL == "" {
+		return o, 0, false, errors.New("baseline: --url is required")
+	}
+	if err := o.Validate(); err != nil {
+		return o, 0, false, fmt.Errorf("baseline: %w", err)
+	}
+	if !once && (every <= 0 || every > o.Horizon) {
+		return o, 0, false, fmt.Errorf("baseline: every %v: must be positive and at most horizon %v, or bands run out between runs", every, o.Horizon)
+	}
+	return o, every, once, nil
 }

@@ -68,7 +68,9 @@ var valueSets = []struct {
 	{"cert-manager-issuer", []string{"certs.mode=cert-manager", "certs.certManager.issuerRef.name=corp-ca", "certs.certManager.issuerRef.kind=ClusterIssuer", "failurePolicy=Fail", "replicas=3", "sidecar.pushURL=http://vm.monitoring:8428/api/v1/import/prometheus"}, "cert-manager"},
 	{"monitoring", []string{"monitoring.podMonitor.enabled=true", "monitoring.podMonitor.labels.release=kube-prometheus-stack",
 		"monitoring.prometheusRule.enabled=true", "monitoring.dashboard.enabled=true", "monitoring.dashboard.namespace=grafana",
-		"monitoring.dashboard.annotations.grafana_folder=ML"}, "bootstrap"},
+		"monitoring.dashboard.annotations.grafana_folder=ML",
+		"monitoring.baseline.enabled=true", "monitoring.baseline.url=http://vmselect.monitoring:8481/select/0/prometheus",
+		"monitoring.baseline.importURL=http://vminsert.monitoring:8480/insert/0/prometheus"}, "bootstrap"},
 }
 
 func setArgs(set []string) []string {
@@ -135,6 +137,7 @@ func checkObjects(t *testing.T, mode string, set []string, manifest string) {
 	var certSecret string
 	var roles, injectorRules []rbacv1.PolicyRule // the certificate Jobs', the injector's
 	var dashboard corev1.ConfigMap
+	var baselineDep appsv1.Deployment
 	var podMonitors []monitoringv1.PodMonitor
 	var rule monitoringv1.PrometheusRule
 	for _, doc := range strings.Split(manifest, "\n---") {
@@ -153,6 +156,9 @@ func checkObjects(t *testing.T, mode string, set []string, manifest string) {
 		switch kind {
 		case "Deployment":
 			obj = &dep
+			if meta, _ := m["metadata"].(map[string]any); strings.HasSuffix(fmt.Sprint(meta["name"]), "-baseline") {
+				obj = &baselineDep
+			}
 		case "Service":
 			obj = &svc
 		case "ServiceAccount":
@@ -205,7 +211,12 @@ func checkObjects(t *testing.T, mode string, set []string, manifest string) {
 	if mode == "bootstrap" {
 		accounts = 2 // and the certificate Jobs'
 	}
-	for k, n := range map[string]int{"Deployment": 1, "Service": 1, "ServiceAccount": accounts, "PodDisruptionBudget": 1, "MutatingWebhookConfiguration": 1} {
+	deployments := 1
+	if slices.Contains(set, "monitoring.baseline.enabled=true") {
+		deployments = 2
+		checkBaseline(t, &baselineDep)
+	}
+	for k, n := range map[string]int{"Deployment": deployments, "Service": 1, "ServiceAccount": accounts, "PodDisruptionBudget": 1, "MutatingWebhookConfiguration": 1} {
 		if kinds[k] != n {
 			t.Errorf("%d objects of kind %s, want %d", kinds[k], k, n)
 		}
@@ -392,6 +403,22 @@ func pathOf(eps []monitoringv1.PodMetricsEndpoint) string {
 	return eps[0].Path
 }
 
+// checkBaseline: the baseline Deployment runs `inferwatch baseline` alone,
+// one replica, unprivileged and without a service account token.
+func checkBaseline(t *testing.T, d *appsv1.Deployment) {
+	t.Helper()
+	spec := d.Spec.Template.Spec
+	if len(spec.Containers) != 1 || len(spec.Containers[0].Args) == 0 || spec.Containers[0].Args[0] != "baseline" {
+		t.Fatalf("baseline Deployment %q: containers %+v", d.Name, spec.Containers)
+	}
+	c := spec.Containers[0]
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken ||
+		c.SecurityContext == nil || c.SecurityContext.AllowPrivilegeEscalation == nil || *c.SecurityContext.AllowPrivilegeEscalation ||
+		spec.SecurityContext == nil || spec.SecurityContext.RunAsNonRoot == nil || !*spec.SecurityContext.RunAsNonRoot {
+		t.Errorf("baseline Deployment: replicas %v, token %v, security %+v / %+v", d.Spec.Replicas, spec.AutomountServiceAccountToken, spec.SecurityContext, c.SecurityContext)
+	}
+}
+
 // normalize round-trips a decoded YAML document through JSON, so that the
 // file's and the rendered object's numbers and maps compare alike.
 func normalize(t *testing.T, v any) any {
@@ -446,6 +473,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"monitoring.podMonitor.namespaces[0]=Team_A", "namespaces"},
 		{"monitoring.dashboard.enabled=yes", "enabled"},
 		{"monitoring.prometheusRule.label.x=y", "label"},
+		{"monitoring.baseline.enabled=true", "url"},
+		{"monitoring.baseline.group=name space", "group"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			out, err := helm(t, "template", "iw", chart, "--set", tc.set)
