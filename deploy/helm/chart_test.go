@@ -67,7 +67,8 @@ var valueSets = []struct {
 	{"cert-manager", []string{"certs.mode=cert-manager"}, "cert-manager"},
 	{"cert-manager-issuer", []string{"certs.mode=cert-manager", "certs.certManager.issuerRef.name=corp-ca", "certs.certManager.issuerRef.kind=ClusterIssuer", "failurePolicy=Fail", "replicas=3", "sidecar.pushURL=http://vm.monitoring:8428/api/v1/import/prometheus"}, "cert-manager"},
 	{"monitoring", []string{"monitoring.podMonitor.enabled=true", "monitoring.podMonitor.labels.release=kube-prometheus-stack",
-		"monitoring.prometheusRule.enabled=true", "monitoring.dashboard.enabled=true", "monitoring.dashboard.namespace=grafana",
+		"monitoring.prometheusRule.enabled=true", "monitoring.prometheusRule.labels.app\\.kubernetes\\.io/name=mine",
+		"monitoring.dashboard.enabled=true", "monitoring.dashboard.namespace=grafana",
 		"monitoring.dashboard.annotations.grafana_folder=ML",
 		"monitoring.baseline.enabled=true", "monitoring.baseline.url=http://vmselect.monitoring:8481/select/0/prometheus",
 		"monitoring.baseline.importURL=http://vminsert.monitoring:8480/insert/0/prometheus"}, "bootstrap"},
@@ -346,6 +347,10 @@ func checkMonitoring(t *testing.T, set []string, kinds map[string]int, dep *apps
 		}
 	}
 	if kinds["PrometheusRule"] == 1 {
+		// A user's label on a key the chart sets does not override it.
+		if rule.Labels["app.kubernetes.io/name"] != "inferwatch" {
+			t.Errorf("PrometheusRule labels %v: the chart's app.kubernetes.io/name lost to a value's", rule.Labels)
+		}
 		src, err := os.ReadFile(filepath.Join("..", "rules", "inferwatch-rules.yaml"))
 		if err != nil {
 			t.Fatal(err)

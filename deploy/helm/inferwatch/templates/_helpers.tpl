@@ -35,16 +35,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- toJson $ns -}}
 {{- end -}}
 
-{{- /* Labels of the monitoring objects (monitoring.yaml): the chart's, and a
-user's extra ones, e.g. the release label a Prometheus selects on. */ -}}
+{{- /* Labels of the monitoring objects (monitoring.yaml, baseline.yaml): the
+chart's, and a user's extra ones, e.g. the release label a Prometheus selects
+on; on a key both set, the chart's. */ -}}
 {{- define "inferwatch.monitoringLabels" -}}
-app.kubernetes.io/name: inferwatch
-app.kubernetes.io/component: monitoring
-app.kubernetes.io/instance: {{ .root.Release.Name }}
-app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .root.Release.Service }}
-helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
-{{- with .extra }}
-{{ toYaml . }}
-{{- end }}
+{{- $own := dict
+  "app.kubernetes.io/name" "inferwatch"
+  "app.kubernetes.io/component" "monitoring"
+  "app.kubernetes.io/instance" .root.Release.Name
+  "app.kubernetes.io/version" .root.Chart.AppVersion
+  "app.kubernetes.io/managed-by" .root.Release.Service
+  "helm.sh/chart" (printf "%s-%s" .root.Chart.Name .root.Chart.Version) -}}
+{{- toYaml (merge $own (.extra | default dict)) -}}
 {{- end -}}
