@@ -30,6 +30,7 @@ var goldenCases = []struct {
 	action string
 }{
 	{"triton", OptIn, "injected"},
+	{"triton-unlabelled", OptIn, "injected"}, // no labels map: the label op adds one
 	{"kserve-predictor", Namespace, "injected"},
 	{"kserve-raw-ebpf", OptIn, "injected"},
 	{"unannotated", OptIn, "ignored"},
@@ -200,6 +201,9 @@ func checkPatched(t *testing.T, mode Mode, raw, patch []byte, injected bool) {
 	if injected {
 		if !names[ContainerName] || pod.Annotations[AnnStatus] != StatusInjected {
 			t.Errorf("no sidecar or no status annotation: %v %v", names, pod.Annotations)
+		}
+		if pod.Labels[LabelInjected] != "true" {
+			t.Errorf("injected pod's labels %v lack %s=true", pod.Labels, LabelInjected)
 		}
 		side := pod.Spec.Containers[len(pod.Spec.Containers)-1]
 		sc := side.SecurityContext

@@ -47,6 +47,9 @@ const (
 	LabelNamespace = Prefix + "inject"
 	// AnnStatus is written by the injector: "injected" or "skipped: why".
 	AnnStatus = Prefix + "status"
+	// LabelInjected, value "true", is put on every pod the injector gave a
+	// sidecar, so a PodMonitor (or kubectl get -l) can select them.
+	LabelInjected = Prefix + "injected"
 	// AnnPorts names the inference ports as protocol=port pairs, e.g.
 	// "http=8000,grpc=8001"; it overrides the defaults of the recognised server.
 	AnnPorts = Prefix + "ports"
@@ -200,6 +203,13 @@ func statusOp(pod *corev1.Pod, v string) PatchOp {
 	return PatchOp{Op: "add", Path: "/metadata/annotations/" + escape(AnnStatus), Value: v}
 }
 
+func labelOp(pod *corev1.Pod) PatchOp {
+	if pod.Labels == nil {
+		return PatchOp{Op: "add", Path: "/metadata/labels", Value: map[string]string{LabelInjected: "true"}}
+	}
+	return PatchOp{Op: "add", Path: "/metadata/labels/" + escape(LabelInjected), Value: "true"}
+}
+
 func escape(s string) string { return pointerEscaper.Replace(s) }
 
 // pointerEscaper escapes a JSON Pointer reference token (RFC 6901). Built
@@ -316,7 +326,7 @@ func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
 		// The probes follow the server's process: the sidecar must see it.
 		ops = append(ops, PatchOp{Op: "add", Path: "/spec/shareProcessNamespace", Value: true})
 	}
-	ops = append(ops, statusOp(pod, StatusInjected))
+	ops = append(ops, statusOp(pod, StatusInjected), labelOp(pod))
 	return Outcome{Action: "injected", Patch: ops}, nil
 }
 

@@ -328,6 +328,9 @@ func checkMonitoring(t *testing.T, set []string, kinds map[string]int, dep *apps
 		} else if d, err := time.ParseDuration(string(eps[0].Interval)); err != nil || d > 30*time.Second {
 			t.Errorf("PodMonitor interval %q: the rules' rate(...[1m]) needs two samples a minute (docs/rules.md)", eps[0].Interval)
 		}
+		if want := map[string]string{inject.LabelInjected: "true"}; !reflect.DeepEqual(sidecars.Spec.Selector.MatchLabels, want) {
+			t.Errorf("sidecars' PodMonitor selects %v, want the injector's label %v", sidecars.Spec.Selector.MatchLabels, want)
+		}
 		if !sidecars.Spec.NamespaceSelector.Any || sidecars.Labels["release"] != "kube-prometheus-stack" {
 			t.Errorf("sidecars' PodMonitor: namespaceSelector %+v, labels %v", sidecars.Spec.NamespaceSelector, sidecars.Labels)
 		}
