@@ -72,8 +72,9 @@ func TestE2EDashboardQueriesReturnData(t *testing.T) {
 		}
 		panels = append(panels, dash.Panels...)
 	}
-	// A 100 µs SLA (mnist-mlp takes about 0.6 ms) puts LatencyMeanOverSLA in the ALERTS series (pending,
-	// then firing) for the fleet dashboard's alert panel.
+	// A 100 µs SLA (mnist-mlp takes about 0.6 ms) puts LatencyMeanOverSLA
+	// in the ALERTS series (pending, then firing) for the fleet dashboard's
+	// alert panel.
 	d := startDemo(t, "--qps", "100", "--duration", "60s", "--ttft-slo", "2s", "--sla", "100us")
 	// A clean demo fails no call: a few malformed infer requests feed the
 	// error panels (upstream 400s, decode failures).
@@ -99,9 +100,10 @@ func TestE2EDashboardQueriesReturnData(t *testing.T) {
 	dir := t.TempDir()
 	prom := testenv.StartPrometheus(t, promBin, dir, d.admin, testenv.FastRules(t, promRulesFile, dir))
 	// Two scrapes of the slowest series (a finished generation) make every
-	// rate() defined; a few more leave room for the rarer ones.
-	promWait(t, prom, 30*time.Second, `inferwatch_llm_finish_total`)
-	promWait(t, prom, 30*time.Second, `ALERTS{alertname="LatencyMeanOverSLA"}`)
+	// rate() defined; a few more leave room for the rarer ones. (count():
+	// promWait wants one series.)
+	promWait(t, prom, 30*time.Second, `count(inferwatch_llm_finish_total)`)
+	promWait(t, prom, 30*time.Second, `count(ALERTS{alertname="LatencyMeanOverSLA"})`)
 	// The trailing P99 baseline: 10 evaluations of the 1-minute P99.
 	promWait(t, prom, 30*time.Second, `count(model:inferwatch_request_duration_seconds:p99_1m_median_1h)`)
 	time.Sleep(5 * time.Second)
