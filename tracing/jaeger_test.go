@@ -85,20 +85,7 @@ exporters:
 // (built from tools/, see tools/README.md).
 func jaegerBinary(t *testing.T) string {
 	t.Helper()
-	if p := os.Getenv("INFERWATCH_JAEGER"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			testenv.Unavailable(t, "INFERWATCH_JAEGER=%s: %v", p, err)
-		}
-		return p
-	}
-	p, err := filepath.Abs(filepath.Join("..", "bin", "jaeger"))
-	if err == nil {
-		if _, err = os.Stat(p); err == nil {
-			return p
-		}
-	}
-	testenv.Unavailable(t, "no Jaeger binary at %s (cd tools && go build -o ../bin/jaeger github.com/jaegertracing/jaeger/cmd/jaeger): %v", p, err)
-	return ""
+	return testenv.ToolBinary(t, "..", "jaeger", "INFERWATCH_JAEGER", "cd tools && go build -o ../bin/jaeger github.com/jaegertracing/jaeger/cmd/jaeger")
 }
 
 func startJaeger(t *testing.T) *jaeger {

@@ -44,13 +44,7 @@ exporters:
 // and OTLP/HTTP addresses once both answer.
 func startJaegerBin(t *testing.T) (query, otlpGRPC, otlpHTTP string) {
 	t.Helper()
-	bin := os.Getenv("INFERWATCH_JAEGER")
-	if bin == "" {
-		bin, _ = filepath.Abs(filepath.Join("..", "..", "bin", "jaeger"))
-	}
-	if _, err := os.Stat(bin); err != nil {
-		testenv.Unavailable(t, "no Jaeger at %s (cd tools && go build -o ../bin/jaeger github.com/jaegertracing/jaeger/cmd/jaeger): %v", bin, err)
-	}
+	bin := testenv.ToolBinary(t, filepath.Join("..", ".."), "jaeger", "INFERWATCH_JAEGER", "cd tools && go build -o ../bin/jaeger github.com/jaegertracing/jaeger/cmd/jaeger")
 	query, otlpGRPC, otlpHTTP = testenv.FreeAddr(t), testenv.FreeAddr(t), testenv.FreeAddr(t)
 	cfg := filepath.Join(t.TempDir(), "jaeger.yaml")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, otelEnvJaegerConfig, query, testenv.FreeAddr(t), otlpGRPC, otlpHTTP), 0o644); err != nil {

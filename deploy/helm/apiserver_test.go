@@ -125,13 +125,8 @@ func dryRun(t *testing.T, kube *testenv.Kube, m map[string]any) {
 // the named ones as objects to create.
 func operatorCRDs(t *testing.T, plurals ...string) []map[string]any {
 	t.Helper()
-	bin := os.Getenv("INFERWATCH_CONTROLLER_GEN")
-	if bin == "" {
-		bin, _ = filepath.Abs(filepath.Join("..", "..", "bin", "controller-gen"))
-	}
-	if _, err := os.Stat(bin); err != nil {
-		testenv.Unavailable(t, "no controller-gen at %s (cd tools/crd && go build -o ../../bin/controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen): %v", bin, err)
-	}
+	bin := testenv.ToolBinary(t, filepath.Join("..", ".."), "controller-gen", "INFERWATCH_CONTROLLER_GEN",
+		"cd tools/crd && go build -o ../../bin/controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen")
 	dir := t.TempDir()
 	cmd := exec.Command(bin, "crd", "paths="+operatorTypes, "output:crd:dir="+dir)
 	cmd.Dir = filepath.Join("..", "..") // the project's module, which requires operatorTypes' module

@@ -34,14 +34,7 @@ const chart = "inferwatch"
 // helmBinary finds helm at $INFERWATCH_HELM or <repo>/bin/helm.
 func helmBinary(t *testing.T) string {
 	t.Helper()
-	if p := os.Getenv("INFERWATCH_HELM"); p != "" {
-		return p
-	}
-	p, _ := filepath.Abs(filepath.Join("..", "..", "bin", "helm"))
-	if _, err := os.Stat(p); err != nil {
-		testenv.Unavailable(t, "no helm at %s (cd tools/helm && go build -o ../../bin/helm helm.sh/helm/v4/cmd/helm): %v", p, err)
-	}
-	return p
+	return testenv.ToolBinary(t, filepath.Join("..", ".."), "helm", "INFERWATCH_HELM", "cd tools/helm && go build -o ../../bin/helm helm.sh/helm/v4/cmd/helm")
 }
 
 func helm(t *testing.T, args ...string) (string, error) {

@@ -45,14 +45,7 @@ type Kube struct {
 func KubeBinaries(t testing.TB, repoRoot string) (etcd, apiserver string) {
 	t.Helper()
 	find := func(env, name, pkg string) string {
-		p := os.Getenv(env)
-		if p == "" {
-			p, _ = filepath.Abs(filepath.Join(repoRoot, "bin", name))
-		}
-		if _, err := os.Stat(p); err != nil {
-			Unavailable(t, "no %s at %s (cd tools/kube && go build -o ../../bin/%s %s; tools/README.md): %v", name, p, name, pkg, err)
-		}
-		return p
+		return ToolBinary(t, repoRoot, name, env, fmt.Sprintf("cd tools/kube && go build -o ../../bin/%s %s; tools/README.md", name, pkg))
 	}
 	return find("INFERWATCH_ETCD", "etcd", "go.etcd.io/etcd/server/v3"),
 		find("INFERWATCH_KUBE_APISERVER", "kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver")

@@ -28,6 +28,23 @@ func RequireBinary(t testing.TB, names ...string) string {
 	return ""
 }
 
+// ToolBinary returns the path of a program .ci/run builds into <repo>/bin
+// from a tools module of its own (tools/README.md): $env when set, else
+// <repoRoot>/bin/<name>, repoRoot being the repository's path from the
+// test's directory. Missing, the test is skipped locally and fails under
+// CI; build says how to build it.
+func ToolBinary(t testing.TB, repoRoot, name, env, build string) string {
+	t.Helper()
+	p := os.Getenv(env)
+	if p == "" {
+		p, _ = filepath.Abs(filepath.Join(repoRoot, "bin", name))
+	}
+	if _, err := os.Stat(p); err != nil {
+		Unavailable(t, "no %s at %s (%s; or set %s): %v", name, p, build, env, err)
+	}
+	return p
+}
+
 // Unavailable skips the test, or fails it when running under CI.
 func Unavailable(t testing.TB, format string, args ...any) {
 	t.Helper()

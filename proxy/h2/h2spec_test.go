@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -95,14 +94,7 @@ func startForwarder(t testing.TB, upstream string, obs h2.Observer, tweak ...fun
 // (built from tools/h2spec by .ci/run).
 func h2specBinary(t *testing.T) string {
 	t.Helper()
-	p := os.Getenv("INFERWATCH_H2SPEC")
-	if p == "" {
-		p, _ = filepath.Abs(filepath.Join("..", "..", "bin", "h2spec"))
-	}
-	if _, err := os.Stat(p); err != nil {
-		testenv.Unavailable(t, "no h2spec at %s (cd tools/h2spec && go build -o ../../bin/h2spec github.com/summerwind/h2spec/cmd/h2spec): %v", p, err)
-	}
-	return p
+	return testenv.ToolBinary(t, filepath.Join("..", ".."), "h2spec", "INFERWATCH_H2SPEC", "cd tools/h2spec && go build -o ../../bin/h2spec github.com/summerwind/h2spec/cmd/h2spec")
 }
 
 var h2specSummary = regexp.MustCompile(`(\d+) tests, (\d+) passed, (\d+) skipped, (\d+) failed`)
