@@ -67,7 +67,7 @@ func formatExtraLabels(m map[string]string) (string, error) {
 	sort.Strings(names)
 	parts := make([]string, len(names))
 	for i, name := range names {
-		parts[i] = name + `="` + escapeLabelValue(m[name]) + `"`
+		parts[i] = name + `="` + EscapeLabelValue(m[name]) + `"`
 	}
 	return strings.Join(parts, ","), nil
 }

@@ -72,18 +72,21 @@ func labelString(name string, kv ...string) string {
 		}
 		b.WriteString(kv[i])
 		b.WriteString(`="`)
-		b.WriteString(escapeLabelValue(kv[i+1]))
+		b.WriteString(EscapeLabelValue(kv[i+1]))
 		b.WriteByte('"')
 	}
 	b.WriteByte('}')
 	return b.String()
 }
 
-// escapeLabelValue applies the exposition format's escapes: \\, \" and \n.
-func escapeLabelValue(v string) string {
+// EscapeLabelValue applies the text exposition format's only escapes: \\,
+// \" and \n. (Go's %q is not that format: it writes a tab or a
+// non-printable rune as \t or \u…, which a reader takes literally.)
+func EscapeLabelValue(v string) string {
 	if !strings.ContainsAny(v, "\\\"\n") {
 		return v
 	}
-	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-	return r.Replace(v)
+	return labelEscaper.Replace(v)
 }
+
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/inferwatch/inferwatch/baseline"
+	"github.com/inferwatch/inferwatch/metricset"
 )
 
 // Metric is the name the bands are written under.
@@ -251,12 +252,7 @@ func keyOf(metric map[string]string, label string, group []string) fleetKey {
 	return k
 }
 
-// labelEscaper applies the text exposition format's only escapes. Go's %q
-// is not that format: it writes a tab or a non-printable rune as \t or
-// \u…, which an importer reads as those characters, not the value.
-var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-
-func quoteLabel(v string) string { return `"` + labelEscaper.Replace(v) + `"` }
+func quoteLabel(v string) string { return `"` + metricset.EscapeLabelValue(v) + `"` }
 
 // queryRange runs a range query and returns its series by fleet.
 func queryRange(ctx context.Context, o Options, q string, start, end time.Time) (map[fleetKey][]baseline.Point, error) {
