@@ -31,8 +31,11 @@ type Probes struct {
 
 	k                      kernel // nil: eBPF disabled
 	cudaOn, schedOn, oomOn bool
-	reasons                []string
-	costs                  Costs
+	// foreignPIDs: this process's PIDs are not the kernel's (kernelPIDs),
+	// so the upstream is not followed by PID.
+	foreignPIDs bool
+	reasons     []string
+	costs       Costs
 
 	// CLOCK_MONOTONIC (bpf_ktime_get_ns) at baseTime, to turn event
 	// timestamps into time.Time.
@@ -162,6 +165,10 @@ func Start(ctx context.Context, o Options) (*Probes, error) {
 	} else {
 		p.k = k
 		p.cudaOn, p.schedOn, p.oomOn, p.reasons = k.parts()
+		if err := kernelPIDs(); err != nil {
+			p.foreignPIDs, p.cudaOn, p.schedOn = true, false, false
+			p.reasons = append(p.reasons, fmt.Sprintf("CUDA and scheduler facts, and the upstream label of OOM kills: %v", err))
+		}
 		p.costs = DefaultCosts
 		if o.Costs != nil {
 			p.costs = *o.Costs
@@ -461,6 +468,12 @@ func (p *Probes) rescan(now time.Time) {
 		if pid > 0 {
 			want[pid] = true
 		}
+	}
+	if p.foreignPIDs {
+		// Only the cgroup facts, read through this namespace's /proc, can
+		// use these PIDs; following them in the kernel would follow others.
+		p.cg.setPIDs(slices.Sorted(maps.Keys(want)))
+		return
 	}
 	for pid := range p.targets {
 		if !want[pid] {

@@ -322,9 +322,11 @@ func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
 
 	side := sidecar(image, cfg, routes, args, res, ebpf)
 	ops = append(ops, PatchOp{Op: "add", Path: "/spec/containers/-", Value: side})
-	if ebpf && (pod.Spec.ShareProcessNamespace == nil || !*pod.Spec.ShareProcessNamespace) {
-		// The probes follow the server's process: the sidecar must see it.
-		ops = append(ops, PatchOp{Op: "add", Path: "/spec/shareProcessNamespace", Value: true})
+	if ebpf && !pod.Spec.HostPID {
+		// The probes follow the server's processes by the kernel's PIDs, and
+		// a pod's own PID namespace (shareProcessNamespace included)
+		// numbers them differently: the sidecar must see the host's.
+		ops = append(ops, PatchOp{Op: "add", Path: "/spec/hostPID", Value: true})
 	}
 	ops = append(ops, statusOp(pod, StatusInjected), labelOp(pod))
 	return Outcome{Action: "injected", Patch: ops}, nil
@@ -621,9 +623,11 @@ func sidecar(image string, cfg Config, routes []route, extra []string, res corev
 	if ebpf {
 		// Loading BPF and following another container's process: Linux grants
 		// added capabilities to root only (Kubernetes has no ambient caps).
+		// DAC_READ_SEARCH: root without it cannot list /proc/PID/fd of a
+		// server running as another user, where its listening socket is found.
 		root := int64(0)
 		sc.RunAsNonRoot, sc.RunAsUser = &f, &root
-		sc.Capabilities.Add = []corev1.Capability{"BPF", "PERFMON", "SYS_PTRACE", "CHECKPOINT_RESTORE"}
+		sc.Capabilities.Add = []corev1.Capability{"BPF", "PERFMON", "SYS_PTRACE", "CHECKPOINT_RESTORE", "DAC_READ_SEARCH"}
 	}
 	probe := func(path string, period int32) *corev1.Probe {
 		return &corev1.Probe{
