@@ -15,6 +15,9 @@
 #                      sidecar's RSS (docs/perf.md).
 #   -trimpath          no build machine paths in the binary.
 #
+# INFERWATCH_VERSION, when set, is what `inferwatch version` prints
+# (scripts/image.sh sets the chart's appVersion); unset, it prints "dev".
+#
 #   scripts/build.sh [DIR [PACKAGES...]]   (default: the checkout's bin/, ./cmd/...)
 set -euo pipefail
 dir=$(realpath -m "${1:-$(dirname "$0")/../bin}")
@@ -23,4 +26,6 @@ cd "$(dirname "$0")/.."
 pkgs=("$@")
 [ ${#pkgs[@]} -gt 0 ] || pkgs=(./cmd/...)
 mkdir -p "$dir"
-go build -tags grpcnotrace -trimpath -o "$dir/" "${pkgs[@]}"
+ldflags=()
+[ -z "${INFERWATCH_VERSION:-}" ] || ldflags=(-ldflags "-X main.version=$INFERWATCH_VERSION")
+go build -tags grpcnotrace -trimpath "${ldflags[@]}" -o "$dir/" "${pkgs[@]}"

@@ -74,7 +74,7 @@ func StartKube(t testing.TB, etcdBin, apiserverBin, dir string, users ...KubeUse
 	WaitHTTP(t, etcd, "http://"+clientAddr+"/health", 60*time.Second)
 
 	certFile, keyFile := filepath.Join(dir, "apiserver.crt"), filepath.Join(dir, "apiserver.key")
-	pool := writeSelfSigned(t, certFile, keyFile, "kube-apiserver")
+	pool := WriteSelfSigned(t, certFile, keyFile, "kube-apiserver")
 	saKey := filepath.Join(dir, "sa.key")
 	writeKey(t, saKey)
 	admin := randomToken(t)
@@ -219,9 +219,9 @@ func writeKey(t testing.TB, path string) *ecdsa.PrivateKey {
 	return key
 }
 
-// writeSelfSigned writes a self-signed serving certificate for 127.0.0.1
+// WriteSelfSigned writes a self-signed serving certificate for 127.0.0.1
 // and localhost and returns a pool holding it.
-func writeSelfSigned(t testing.TB, certFile, keyFile, cn string) *x509.CertPool {
+func WriteSelfSigned(t testing.TB, certFile, keyFile, cn string) *x509.CertPool {
 	t.Helper()
 	key := writeKey(t, keyFile)
 	tmpl := &x509.Certificate{

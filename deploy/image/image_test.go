@@ -1,0 +1,803 @@
+package image
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/inferwatch/inferwatch/demo/loadgen"
+	"github.com/inferwatch/inferwatch/inject"
+	"github.com/inferwatch/inferwatch/internal/testenv"
+	"gopkg.in/yaml.v3"
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+const repoRoot = "../.."
+
+// imageUser is the USER the Containerfile sets: distroless's nonroot.
+const imageUser = "65532:65532"
+
+var (
+	buildOnce sync.Once
+	built     string // the test image's name once built, removed by TestMain
+	buildErr  error
+	seq       atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if seccompFile != "" {
+		_ = os.Remove(seccompFile)
+	}
+	if built != "" {
+		_ = exec.Command("podman", "rmi", "-f", built).Run()
+	}
+	os.Exit(code)
+}
+
+// podman runs the podman CLI.
+type podman struct {
+	bin    string
+	global []string // flags before the subcommand
+}
+
+func newPodman(t *testing.T) *podman {
+	t.Helper()
+	p := &podman{bin: testenv.RequireBinary(t, "podman")}
+	// crun, podman's default runtime on Debian 12, refuses a hybrid cgroup
+	// layout (v1 controllers beside a v2 mount, as on CI's VMs); runc runs
+	// there. INFERWATCH_OCI_RUNTIME names another.
+	if rt := os.Getenv("INFERWATCH_OCI_RUNTIME"); rt != "" {
+		p.global = []string{"--runtime", rt}
+	} else if _, err := exec.LookPath("runc"); err == nil {
+		p.global = []string{"--runtime", "runc"}
+	}
+	return p
+}
+
+func (p *podman) cmd(args ...string) (string, error) {
+	out, err := exec.Command(p.bin, append(slices.Clone(p.global), args...)...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("podman %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// image builds the image once per test binary, as a user would:
+// scripts/image.sh, on a base made from this machine's files (no registry
+// is reachable here).
+func (p *podman) image(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		name := fmt.Sprintf("localhost/inferwatch-test:%d", os.Getpid())
+		cmd := exec.Command(filepath.Join(repoRoot, "scripts", "image.sh"), "--base-from-host", "-t", name)
+		cmd.Env = append(os.Environ(), "CONTAINER_TOOL="+p.bin)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("scripts/image.sh: %w\n%s", err, out)
+			return
+		}
+		built = name
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return built
+}
+
+// limits keep podman from raising a container's RLIMIT_NOFILE and
+// RLIMIT_NPROC (to 2^20 and more, as root): a sandboxed VM such as CI's
+// refuses raising them, lowering is always allowed, and these containers
+// need few.
+var limits = []string{"--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"}
+
+// container is one started container, removed when its test ends (its
+// log printed if the test failed).
+type container struct {
+	p    *podman
+	name string
+}
+
+func (p *podman) start(t *testing.T, flags []string, image string, args ...string) *container {
+	t.Helper()
+	c := &container{p: p, name: fmt.Sprintf("iw-test-%d-%d", os.Getpid(), seq.Add(1))}
+	all := append([]string{"run", "-d", "--name", c.name}, limits...)
+	all = append(append(append(all, flags...), image), args...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			logs, _ := p.cmd("logs", c.name)
+			t.Logf("%s (%s) log:\n%s", c.name, strings.Join(args, " "), logs)
+		}
+		_, _ = p.cmd("rm", "-f", "-t", "2", c.name)
+	})
+	if _, err := p.cmd(all...); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// published is the loopback address the container's port is published on.
+func (c *container) published(t *testing.T, port int32) string {
+	t.Helper()
+	out, err := c.p.cmd("port", c.name, fmt.Sprintf("%d/tcp", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(strings.Split(out, "\n")[0])
+}
+
+func (c *container) ip(t *testing.T) string {
+	t.Helper()
+	out, err := c.p.cmd("inspect", "-f", "{{.NetworkSettings.IPAddress}}", c.name)
+	if err != nil || net.ParseIP(out) == nil {
+		t.Fatalf("container %s has no IP address (%q): %v", c.name, out, err)
+	}
+	return out
+}
+
+// securityFlags is what the kubelet would enforce for a container with sc
+// in a pod with podSC, as podman flags. It fails the test where the
+// kubelet would refuse to start the container.
+func securityFlags(t *testing.T, podSC *corev1.PodSecurityContext, sc *corev1.SecurityContext) []string {
+	t.Helper()
+	var uid *int64
+	var nonRoot *bool
+	if podSC != nil {
+		uid, nonRoot = podSC.RunAsUser, podSC.RunAsNonRoot
+	}
+	if sc != nil {
+		if sc.RunAsUser != nil {
+			uid = sc.RunAsUser
+		}
+		if sc.RunAsNonRoot != nil {
+			nonRoot = sc.RunAsNonRoot
+		}
+	}
+	var flags []string
+	user, _, _ := strings.Cut(imageUser, ":")
+	if uid != nil {
+		user = strconv.FormatInt(*uid, 10)
+		flags = append(flags, "--user", user)
+	}
+	if nonRoot != nil && *nonRoot {
+		// The kubelet refuses runAsNonRoot for user 0 or a user name it
+		// cannot check.
+		if n, err := strconv.Atoi(user); err != nil || n == 0 {
+			t.Fatalf("runAsNonRoot with user %q: the kubelet would not start it", user)
+		}
+	}
+	if sc == nil {
+		return flags
+	}
+	if sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem {
+		// Kubernetes mounts no writable /tmp on a read-only root; podman would.
+		flags = append(flags, "--read-only", "--read-only-tmpfs=false")
+	}
+	if sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation {
+		flags = append(flags, "--security-opt", "no-new-privileges")
+	}
+	if sc.Capabilities != nil {
+		for _, c := range sc.Capabilities.Drop {
+			flags = append(flags, "--cap-drop", string(c))
+		}
+		for _, c := range sc.Capabilities.Add {
+			flags = append(flags, "--cap-add", string(c))
+		}
+	}
+	if sc.Privileged != nil && *sc.Privileged {
+		t.Fatal("a privileged container: the injector and the chart never ask for one")
+	}
+	if sp := sc.SeccompProfile; sp != nil && sp.Type == corev1.SeccompProfileTypeRuntimeDefault {
+		flags = append(flags, "--security-opt", "seccomp="+runtimeDefault(t))
+	} else if sp != nil {
+		t.Fatalf("seccomp profile %s: this test knows RuntimeDefault only", sp.Type)
+	}
+	return flags
+}
+
+var (
+	seccompOnce sync.Once
+	seccompFile string
+	seccompErr  error
+)
+
+// runtimeDefault is the seccomp profile Kubernetes' RuntimeDefault means on
+// containerd, as a file podman takes: podman's own default (Debian 12's
+// containers-common) allows bpf(2) and perf_event_open(2) only with
+// CAP_SYS_ADMIN, containerd's (since 1.7) with CAP_BPF and CAP_PERFMON
+// too, the capabilities the injector grants for eBPF. Everything else is
+// podman's profile unchanged.
+func runtimeDefault(t *testing.T) string {
+	t.Helper()
+	seccompOnce.Do(func() {
+		const src = "/usr/share/containers/seccomp.json"
+		b, err := os.ReadFile(src)
+		if err != nil {
+			seccompErr = fmt.Errorf("podman's default seccomp profile: %w", err)
+			return
+		}
+		var prof map[string]any
+		if err := json.Unmarshal(b, &prof); err != nil {
+			seccompErr = fmt.Errorf("%s: %w", src, err)
+			return
+		}
+		gated := map[string]string{"bpf": "CAP_BPF", "perf_event_open": "CAP_PERFMON"}
+		rules, _ := prof["syscalls"].([]any)
+		for _, r := range rules {
+			rule, _ := r.(map[string]any)
+			names, _ := rule["names"].([]any)
+			kept := names[:0]
+			for _, n := range names {
+				// The rule that denies them without CAP_SYS_ADMIN goes; the
+				// profile's default action denies them without either cap.
+				if _, ok := gated[fmt.Sprint(n)]; ok && rule["action"] != "SCMP_ACT_ALLOW" {
+					continue
+				}
+				kept = append(kept, n)
+			}
+			rule["names"] = kept
+		}
+		for name, capName := range gated {
+			rules = append(rules, map[string]any{"names": []string{name}, "action": "SCMP_ACT_ALLOW", "includes": map[string]any{"caps": []string{capName}}})
+		}
+		prof["syscalls"] = rules
+		out, err := json.Marshal(prof)
+		if err != nil {
+			seccompErr = err
+			return
+		}
+		f, err := os.CreateTemp("", "inferwatch-seccomp-*.json")
+		if err != nil {
+			seccompErr = err
+			return
+		}
+		defer f.Close()
+		if _, err := f.Write(out); err != nil {
+			seccompErr = err
+			return
+		}
+		seccompFile = f.Name()
+	})
+	if seccompErr != nil {
+		t.Fatal(seccompErr)
+	}
+	return seccompFile
+}
+
+// envOf resolves a container's environment the way the kubelet does,
+// fields from the downward API taken from fields.
+func envOf(t *testing.T, env []corev1.EnvVar, fields map[string]string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, e := range env {
+		switch {
+		case e.ValueFrom == nil:
+			out[e.Name] = e.Value
+		case e.ValueFrom.FieldRef != nil:
+			v, ok := fields[e.ValueFrom.FieldRef.FieldPath]
+			if !ok {
+				t.Fatalf("env %s reads field %s, which this test does not provide", e.Name, e.ValueFrom.FieldRef.FieldPath)
+			}
+			out[e.Name] = v
+		default:
+			t.Fatalf("env %s: a source this test does not provide: %+v", e.Name, e.ValueFrom)
+		}
+	}
+	return out
+}
+
+var varRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+
+// expand replaces $(VAR) in args with VAR's value where VAR is defined, as
+// the kubelet does with a container's args.
+func expand(args []string, env map[string]string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = varRef.ReplaceAllStringFunc(a, func(ref string) string {
+			if v, ok := env[ref[2:len(ref)-1]]; ok {
+				return v
+			}
+			return ref
+		})
+	}
+	return out
+}
+
+func envFlags(env map[string]string) []string {
+	var flags []string
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range env {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		flags = append(flags, "-e", k+"="+env[k])
+	}
+	return flags
+}
+
+// flagValue is the value of --name=value in args ("" if absent).
+func flagValue(args []string, name string) string {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func portOf(t *testing.T, addr string) int32 {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	n, err2 := strconv.Atoi(p)
+	if err != nil || err2 != nil {
+		t.Fatalf("%q is not host:port", addr)
+	}
+	return int32(n)
+}
+
+// waitOK polls url until it answers 200.
+func waitOK(t *testing.T, client *http.Client, url string, timeout time.Duration) {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		resp, err := client.Get(url)
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			return
+		}
+		last = fmt.Sprintf("%s: %s", resp.Status, b)
+	}
+	t.Fatalf("%s did not answer 200 within %v: %s", url, timeout, last)
+}
+
+// metricSum adds up the samples of family name whose labels include want.
+func metricSum(text, name string, want map[string]string) (float64, bool) {
+	var total float64
+	found := false
+	for line := range strings.Lines(text) {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), name)
+		if !ok || (rest != "" && rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		labels, value := "", rest
+		if strings.HasPrefix(rest, "{") {
+			end := strings.LastIndex(rest, "}")
+			labels, value = rest[:end+1], rest[end+1:]
+		}
+		match := true
+		for k, v := range want {
+			match = match && strings.Contains(labels, fmt.Sprintf("%s=%q", k, v))
+		}
+		f, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
+		if match && err == nil {
+			total += f
+			found = true
+		}
+	}
+	return total, found
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s: %s", url, resp.Status, b)
+	}
+	return string(b)
+}
+
+// TestImageConfig: the image is what the chart and the injector assume —
+// the chart's image name, an entrypoint that takes a subcommand, the
+// nonroot user, the version the chart says.
+func TestImageConfig(t *testing.T) {
+	p := newPodman(t)
+	img := p.image(t)
+	var chart struct {
+		AppVersion string `yaml:"appVersion"`
+	}
+	var values struct {
+		Image struct {
+			Repository string `yaml:"repository"`
+		} `yaml:"image"`
+	}
+	for file, v := range map[string]any{"Chart.yaml": &chart, "values.yaml": &values} {
+		b, err := os.ReadFile(filepath.Join(repoRoot, "deploy/helm/inferwatch", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(b, v); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+	}
+	name, err := exec.Command(filepath.Join(repoRoot, "scripts", "image.sh"), "--print-name").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := values.Image.Repository + ":" + chart.AppVersion; strings.TrimSpace(string(name)) != want {
+		t.Errorf("scripts/image.sh names the image %q, the chart runs %q", strings.TrimSpace(string(name)), want)
+	}
+
+	out, err := p.cmd("image", "inspect", img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info []struct {
+		Config struct {
+			User       string
+			Entrypoint []string
+			Cmd        []string
+			Labels     map[string]string
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &info); err != nil || len(info) != 1 {
+		t.Fatalf("podman image inspect: %v\n%s", err, out)
+	}
+	cfg := info[0].Config
+	if cfg.User != imageUser {
+		t.Errorf("image user %q, want %q (the chart's and the injector's runAsUser)", cfg.User, imageUser)
+	}
+	// The chart and the injector give args only: the first is a subcommand.
+	if !slices.Equal(cfg.Entrypoint, []string{"/usr/local/bin/inferwatch"}) || len(cfg.Cmd) != 0 {
+		t.Errorf("entrypoint %q cmd %q, want inferwatch and no cmd", cfg.Entrypoint, cfg.Cmd)
+	}
+	if v := cfg.Labels["org.opencontainers.image.version"]; v != chart.AppVersion {
+		t.Errorf("version label %q, want the chart's appVersion %q", v, chart.AppVersion)
+	}
+	head, err := exec.Command("git", "-C", repoRoot, "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev := cfg.Labels["org.opencontainers.image.revision"]; !strings.HasPrefix(rev, strings.TrimSpace(string(head))) {
+		t.Errorf("revision label %q, want the checkout's %s", rev, head)
+	}
+
+	// What runs is the version labelled, and the siblings `inject` and
+	// `extproc` exec are there.
+	run := func(args ...string) string {
+		all := append(append([]string{"run", "--rm"}, limits...), img)
+		out, err := p.cmd(append(all, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if got, want := run("version"), "inferwatch "+chart.AppVersion; got != want {
+		t.Errorf("inferwatch version printed %q, want %q", got, want)
+	}
+	for _, sub := range []string{"inject", "extproc"} {
+		all := append(append([]string{"run", "--rm"}, limits...), img, sub, "-h")
+		out, _ := p.cmd(all...)
+		if !strings.Contains(out, "-listen") {
+			t.Errorf("inferwatch %s -h in the image did not print its flags (sibling binary missing?):\n%s", sub, out)
+		}
+	}
+}
+
+// reviewPod is the pod of a recorded AdmissionReview.
+func reviewPod(t *testing.T, file string) *corev1.Pod {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r admissionv1.AdmissionReview
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	var pod corev1.Pod
+	if err := json.Unmarshal(r.Request.Object.Raw, &pod); err != nil {
+		t.Fatal(err)
+	}
+	return &pod
+}
+
+// sidecarOf finds the injected container in a patch, and whether the pod
+// is put in the host's PID namespace.
+func sidecarOf(t *testing.T, patch []inject.PatchOp) (c corev1.Container, hostPID bool) {
+	t.Helper()
+	found := false
+	for _, op := range patch {
+		raw, err := json.Marshal(op.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch op.Path {
+		case "/spec/containers/-":
+			if err := json.Unmarshal(raw, &c); err != nil {
+				t.Fatal(err)
+			}
+			found = c.Name == inject.ContainerName
+		case "/spec/hostPID":
+			_ = json.Unmarshal(raw, &hostPID)
+		}
+	}
+	if !found {
+		t.Fatalf("the patch adds no %s container: %+v", inject.ContainerName, patch)
+	}
+	return c, hostPID
+}
+
+// TestInjectedSidecar runs the container the injector adds, from this
+// image, as the kubelet would (its args, environment, security context)
+// in front of a KServe v2 model server in the same network namespace (and
+// PID namespace, the host's where the injector asks for it), as a pod's
+// containers are; and checks that it gets ready, forwards gRPC and HTTP
+// calls, counts every one, and, with eBPF, follows the server's threads.
+func TestInjectedSidecar(t *testing.T) {
+	p := newPodman(t)
+	img := p.image(t)
+	for _, tc := range []struct {
+		name, review string
+		bpf          bool
+		// podPIDNS undoes the injector's hostPID: the pod's containers
+		// share a PID namespace of their own (shareProcessNamespace), as
+		// injectors before hostPID had it.
+		podPIDNS bool
+	}{
+		{name: "triton", review: "triton.json"},
+		{name: "KServe with eBPF", review: "kserve-raw-ebpf.json", bpf: true},
+		{name: "eBPF in the pod's PID namespace", review: "kserve-raw-ebpf.json", bpf: true, podPIDNS: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := reviewPod(t, filepath.Join(repoRoot, "inject", "testdata", "reviews", tc.review))
+			cfg := inject.DefaultConfig()
+			cfg.Image = img
+			cfg.ImagePullPolicy = corev1.PullNever
+			out := inject.Mutate(cfg, inject.OptIn, pod)
+			if out.Action != "injected" {
+				t.Fatalf("not injected: %s %s", out.Action, out.Reason)
+			}
+			side, hostPID := sidecarOf(t, out.Patch)
+			if hostPID != tc.bpf {
+				t.Fatalf("hostPID %v with eBPF %v: the probes see the kernel's PIDs", hostPID, tc.bpf)
+			}
+
+			// The model server stands where the injector moved the
+			// server's ports to, and holds the pod's network namespace,
+			// with the sidecar's ports published to loopback here.
+			grpcUp, httpUp := flagValue(side.Args, "--grpc-upstream"), flagValue(side.Args, "--http-upstream")
+			if grpcUp == "" || httpUp == "" {
+				t.Fatalf("sidecar args %q lack an upstream", side.Args)
+			}
+			var srvFlags []string
+			for _, cp := range side.Ports {
+				srvFlags = append(srvFlags, "-p", fmt.Sprintf("127.0.0.1::%d", cp.ContainerPort))
+			}
+			if hostPID && !tc.podPIDNS {
+				srvFlags = append(srvFlags, "--pid", "host")
+			}
+			server := p.start(t, srvFlags, img, "modelserver", "--grpc-listen", grpcUp, "--http-listen", httpUp)
+			env := envOf(t, side.Env, map[string]string{
+				"metadata.name": "model-0", "metadata.namespace": pod.Namespace,
+				"status.podIP": server.ip(t), "spec.nodeName": "node-0",
+			})
+			flags := []string{"--network", "container:" + server.name}
+			switch {
+			case tc.podPIDNS:
+				flags = append(flags, "--pid", "container:"+server.name)
+			case hostPID:
+				flags = append(flags, "--pid", "host")
+			}
+			flags = append(flags, envFlags(env)...)
+			flags = append(flags, securityFlags(t, pod.Spec.SecurityContext, side.SecurityContext)...)
+			sidecar := p.start(t, flags, img, expand(side.Args, env)...)
+
+			admin := "http://" + server.published(t, inject.AdminPort)
+			waitOK(t, http.DefaultClient, admin+side.ReadinessProbe.HTTPGet.Path, 30*time.Second)
+			waitOK(t, http.DefaultClient, admin+side.LivenessProbe.HTTPGet.Path, time.Second)
+
+			grpcAddr := server.published(t, portOf(t, flagValue(side.Args, "--grpc-listen")))
+			httpAddr := server.published(t, portOf(t, flagValue(side.Args, "--http-listen")))
+			var mu sync.Mutex
+			ok := map[string]int{}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			sum, err := loadgen.Run(ctx, loadgen.Options{
+				QPS: 100, Duration: 2 * time.Second,
+				Targets: []loadgen.Target{
+					{Protocol: loadgen.ProtocolGRPC, Addr: grpcAddr, Model: loadgen.ModelMLP},
+					{Protocol: loadgen.ProtocolHTTP, Addr: httpAddr, Model: loadgen.ModelMLP, JSON: true},
+				},
+				OnResult: func(r loadgen.Result) {
+					if r.Err == nil {
+						mu.Lock()
+						ok[[]string{"grpc", "http"}[r.Target]]++
+						mu.Unlock()
+					}
+				},
+			})
+			if err != nil || sum.Failed > 0 || sum.Late > 0 || ok["grpc"] == 0 || ok["http"] == 0 {
+				t.Fatalf("calls through the sidecar: %+v, ok %v: %v", sum, ok, err)
+			}
+
+			// Every call is counted, by protocol (the pipeline hands
+			// records over in batches: wait for them).
+			var text string
+			var got map[string]float64
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+				text = get(t, admin+"/metrics")
+				got = map[string]float64{}
+				for proto := range ok {
+					got[proto], _ = metricSum(text, "inferwatch_requests_total", map[string]string{"protocol": proto, "model": loadgen.ModelMLP})
+				}
+				if got["grpc"] == float64(ok["grpc"]) && got["http"] == float64(ok["http"]) || time.Now().After(deadline) {
+					break
+				}
+			}
+			if got["grpc"] != float64(ok["grpc"]) || got["http"] != float64(ok["http"]) {
+				t.Errorf("inferwatch_requests_total for %s: %v, calls that succeeded %v", loadgen.ModelMLP, got, ok)
+			}
+			// --no-bpf leaves the family out; asked for, the probes load.
+			enabled, _ := metricSum(text, "inferwatch_bpf_enabled", nil)
+			if tc.bpf && enabled != 1 {
+				t.Errorf("eBPF asked for (%s), inferwatch_bpf_enabled %v", inject.AnnEBPF, enabled)
+			}
+			if !tc.bpf && enabled != 0 {
+				t.Errorf("eBPF not asked for, inferwatch_bpf_enabled %v", enabled)
+			}
+			if !tc.bpf {
+				return
+			}
+			// Followed by its kernel PIDs, the server's threads wake for
+			// every call: at least one run-queue wait each. Followed by
+			// the numbers its own namespace gives them, the probes would
+			// watch whichever host processes carry those (a handful of
+			// waits in a run); there the scheduler facts must be off, and
+			// say why.
+			waits, schedOn := metricSum(text, "inferwatch_sched_runqueue_delay_seconds_count", nil)
+			calls := float64(ok["grpc"] + ok["http"])
+			logs, _ := p.cmd("logs", sidecar.name)
+			switch {
+			case tc.podPIDNS && (schedOn || !strings.Contains(logs, "PID namespace of its own")):
+				t.Errorf("in a PID namespace of its own: scheduler facts on %v (%v waits), or no reason logged:\n%s", schedOn, waits, logs)
+			case !tc.podPIDNS && waits < calls:
+				t.Errorf("the server's threads waited for a CPU %v times over %v calls: not following its processes", waits, calls)
+			}
+		})
+	}
+}
+
+// TestChartInjector runs the chart's injector Deployment (the default
+// values' golden render) from this image, as the kubelet would, and sends
+// it a recorded AdmissionReview on each path the chart's webhook
+// configuration registers.
+func TestChartInjector(t *testing.T) {
+	p := newPodman(t)
+	img := p.image(t)
+	rendered, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "helm", "testdata", "default.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dep appsv1.Deployment
+	var mwc admissionregistrationv1.MutatingWebhookConfiguration
+	for _, doc := range strings.Split(string(rendered), "\n---") {
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+			t.Fatal(err)
+		}
+		var obj any
+		switch m["kind"] {
+		case "Deployment":
+			obj = &dep
+		case "MutatingWebhookConfiguration":
+			obj = &mwc
+		default:
+			continue
+		}
+		raw, _ := json.Marshal(m)
+		if err := json.Unmarshal(raw, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(dep.Spec.Template.Spec.Containers) != 1 || len(mwc.Webhooks) == 0 {
+		t.Fatalf("the golden render has no injector Deployment or webhooks")
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	name, err := exec.Command(filepath.Join(repoRoot, "scripts", "image.sh"), "--print-name").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Image != strings.TrimSpace(string(name)) {
+		t.Errorf("the chart runs %q, scripts/image.sh builds %q", c.Image, name)
+	}
+
+	// The secret volume: a serving certificate, files readable by the
+	// container's user as a secret volume's default mode (0644) makes them.
+	tlsDir := t.TempDir()
+	pool := testenv.WriteSelfSigned(t, filepath.Join(tlsDir, "tls.crt"), filepath.Join(tlsDir, "tls.key"), "iw-injector")
+	for _, f := range []string{tlsDir, filepath.Join(tlsDir, "tls.crt"), filepath.Join(tlsDir, "tls.key")} {
+		mode := os.FileMode(0o644)
+		if f == tlsDir {
+			mode = 0o755
+		}
+		if err := os.Chmod(f, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var flags []string
+	for _, vm := range c.VolumeMounts {
+		if vm.MountPath != "/tls" {
+			t.Fatalf("volume mount %s: this test provides /tls only", vm.MountPath)
+		}
+		flags = append(flags, "-v", tlsDir+":"+vm.MountPath+":ro")
+	}
+	for _, cp := range c.Ports {
+		flags = append(flags, "-p", fmt.Sprintf("127.0.0.1::%d", cp.ContainerPort))
+	}
+	// Podman cannot tell a container its address before it starts: the
+	// admin endpoint listens on every address of the container's namespace.
+	env := envOf(t, c.Env, map[string]string{"status.podIP": "0.0.0.0"})
+	flags = append(flags, envFlags(env)...)
+	flags = append(flags, securityFlags(t, dep.Spec.Template.Spec.SecurityContext, c.SecurityContext)...)
+	inj := p.start(t, flags, img, expand(c.Args, env)...)
+
+	port := func(name string) string {
+		for _, cp := range c.Ports {
+			if cp.Name == name {
+				return inj.published(t, cp.ContainerPort)
+			}
+		}
+		t.Fatalf("no container port %q", name)
+		return ""
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	webhook := "https://" + port("webhook")
+	waitOK(t, client, webhook+c.ReadinessProbe.HTTPGet.Path, 30*time.Second)
+	waitOK(t, http.DefaultClient, "http://"+port("metrics")+c.LivenessProbe.HTTPGet.Path, time.Second)
+
+	review, err := os.ReadFile(filepath.Join(repoRoot, "inject", "testdata", "reviews", "triton.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range mwc.Webhooks {
+		path := *w.ClientConfig.Service.Path
+		resp, err := client.Post(webhook+path, "application/json", bytes.NewReader(review))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var r admissionv1.AdmissionReview
+		if err := json.Unmarshal(body, &r); err != nil || resp.StatusCode != http.StatusOK || r.Response == nil {
+			t.Fatalf("POST %s: %s: %s (%v)", path, resp.Status, body, err)
+		}
+		var ops []inject.PatchOp
+		if err := json.Unmarshal(r.Response.Patch, &ops); err != nil {
+			t.Fatalf("%s: patch: %v", path, err)
+		}
+		side, _ := sidecarOf(t, ops)
+		if want := flagValue(c.Args, "--image"); !r.Response.Allowed || side.Image != want {
+			t.Errorf("%s: allowed %v, sidecar image %q, want %q (the chart's --image)", path, r.Response.Allowed, side.Image, want)
+		}
+	}
+}
