@@ -48,5 +48,14 @@ int calib_uprobe(struct pt_regs *ctx) { return work(0); }
 SEC("uretprobe")
 int calib_uretprobe(struct pt_regs *ctx) { return work(1); }
 
+/* The same hooks as uprobe_multi links (6.6+), which CAP_BPF with
+ * CAP_PERFMON may attach; a perf uprobe takes CAP_SYS_ADMIN since the 2025
+ * revert, which a sidecar in a container does not have. */
+SEC("uprobe.multi")
+int calib_uprobe_m(struct pt_regs *ctx) { return work(0); }
+
+SEC("uretprobe.multi")
+int calib_uretprobe_m(struct pt_regs *ctx) { return work(1); }
+
 SEC("tp_btf/task_rename")
 int BPF_PROG(calib_tracepoint, struct task_struct *task, const char *comm) { return work(2); }

@@ -20,7 +20,9 @@ const (
 	calibMapCalibSeen        = "calib_seen"
 	calibProgCalibTracepoint = "calib_tracepoint"
 	calibProgCalibUprobe     = "calib_uprobe"
+	calibProgCalibUprobeM    = "calib_uprobe_m"
 	calibProgCalibUretprobe  = "calib_uretprobe"
+	calibProgCalibUretprobeM = "calib_uretprobe_m"
 	calibVarCalibTid         = "calib_tid"
 )
 
@@ -68,7 +70,9 @@ type calibSpecs struct {
 type calibProgramSpecs struct {
 	CalibTracepoint *ebpf.ProgramSpec `ebpf:"calib_tracepoint"`
 	CalibUprobe     *ebpf.ProgramSpec `ebpf:"calib_uprobe"`
+	CalibUprobeM    *ebpf.ProgramSpec `ebpf:"calib_uprobe_m"`
 	CalibUretprobe  *ebpf.ProgramSpec `ebpf:"calib_uretprobe"`
+	CalibUretprobeM *ebpf.ProgramSpec `ebpf:"calib_uretprobe_m"`
 }
 
 // calibMapSpecs contains maps before they are loaded into the kernel.
@@ -130,14 +134,18 @@ type calibVariables struct {
 type calibPrograms struct {
 	CalibTracepoint *ebpf.Program `ebpf:"calib_tracepoint"`
 	CalibUprobe     *ebpf.Program `ebpf:"calib_uprobe"`
+	CalibUprobeM    *ebpf.Program `ebpf:"calib_uprobe_m"`
 	CalibUretprobe  *ebpf.Program `ebpf:"calib_uretprobe"`
+	CalibUretprobeM *ebpf.Program `ebpf:"calib_uretprobe_m"`
 }
 
 func (p *calibPrograms) Close() error {
 	return _CalibClose(
 		p.CalibTracepoint,
 		p.CalibUprobe,
+		p.CalibUprobeM,
 		p.CalibUretprobe,
+		p.CalibUretprobeM,
 	)
 }
 

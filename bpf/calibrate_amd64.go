@@ -10,6 +10,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
@@ -40,8 +42,19 @@ func Calibrate() (Costs, error) {
 	if err := spec.Variables["calib_tid"].Set(uint32(tid)); err != nil {
 		return Costs{}, fmt.Errorf("calibrate: %w", err)
 	}
-	var objs calibObjects
-	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+	// The uprobe_multi variant where the kernel has it, as the CUDA probes
+	// do: a perf uprobe takes CAP_SYS_ADMIN, which a sidecar in a
+	// container does not have.
+	multi := !singleUprobes && features.HaveBPFLinkUprobeMulti() == nil
+	var objs calibSet
+	if multi {
+		var m calibMultiSet
+		err = spec.LoadAndAssign(&m, nil)
+		objs = calibSet(m)
+	} else {
+		err = spec.LoadAndAssign(&objs, nil)
+	}
+	if err != nil {
 		if noPrivilege(err) {
 			return Costs{}, errNoPrivilege{err}
 		}
@@ -70,13 +83,23 @@ func Calibrate() (Costs, error) {
 	const nPlain, nProbed = 200000, 500
 	plain := perCall(calibLoop, nPlain)
 	opts := &link.UprobeOptions{Address: off, PID: os.Getpid()}
-	up, err := ex.Uprobe("calibNop", objs.CalibUprobe, opts)
+	mopts := &link.UprobeMultiOptions{Addresses: []uint64{off}, PID: uint32(os.Getpid())}
+	var up, ret link.Link
+	if multi {
+		up, err = ex.UprobeMulti(nil, objs.Uprobe, mopts)
+	} else {
+		up, err = ex.Uprobe("calibNop", objs.Uprobe, opts)
+	}
 	if err != nil {
 		return Costs{}, fmt.Errorf("calibrate: uprobe on this process: %w", err)
 	}
 	links = append(links, up)
 	withUp := perCall(calibLoop, nProbed)
-	ret, err := ex.Uretprobe("calibNop", objs.CalibUretprobe, opts)
+	if multi {
+		ret, err = ex.UretprobeMulti(nil, objs.Uretprobe, mopts)
+	} else {
+		ret, err = ex.Uretprobe("calibNop", objs.Uretprobe, opts)
+	}
 	if err != nil {
 		return Costs{}, fmt.Errorf("calibrate: uretprobe on this process: %w", err)
 	}
@@ -99,7 +122,7 @@ func Calibrate() (Costs, error) {
 	}
 	const nRename = 20000
 	tpPlain := perCall(rename, nRename)
-	tl, err := link.AttachTracing(link.TracingOptions{Program: objs.CalibTracepoint})
+	tl, err := link.AttachTracing(link.TracingOptions{Program: objs.Tracepoint})
 	if err != nil {
 		return Costs{}, fmt.Errorf("calibrate: attach task:task_rename: %w", err)
 	}
@@ -126,6 +149,32 @@ func Calibrate() (Costs, error) {
 		Plain:      plain,
 		Calibrated: true,
 	}, nil
+}
+
+// calibSet is the calibration's objects with the single-uprobe programs;
+// calibMultiSet, the same with the uprobe_multi ones (convertible: tags
+// aside, the structs are one).
+type calibSet struct {
+	Uprobe     *ebpf.Program `ebpf:"calib_uprobe"`
+	Uretprobe  *ebpf.Program `ebpf:"calib_uretprobe"`
+	Tracepoint *ebpf.Program `ebpf:"calib_tracepoint"`
+	calibMaps
+}
+
+type calibMultiSet struct {
+	Uprobe     *ebpf.Program `ebpf:"calib_uprobe_m"`
+	Uretprobe  *ebpf.Program `ebpf:"calib_uretprobe_m"`
+	Tracepoint *ebpf.Program `ebpf:"calib_tracepoint"`
+	calibMaps
+}
+
+func (o *calibSet) Close() error {
+	for _, p := range []*ebpf.Program{o.Uprobe, o.Uretprobe, o.Tracepoint} {
+		if p != nil {
+			p.Close()
+		}
+	}
+	return o.calibMaps.Close()
 }
 
 // atLeast keeps a cost that noise pushed to zero or below from vanishing

@@ -11,16 +11,24 @@ import (
 	"time"
 )
 
-// TestCalibrate checks that the per-hit costs are measured and plausible.
+// TestCalibrate checks that the per-hit costs are measured and plausible,
+// with either uprobe variant.
 func TestCalibrate(t *testing.T) {
 	requireRoot(t)
-	c, err := Calibrate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("costs: %+v", c)
-	if !c.Calibrated || c.Uprobe < 100*time.Nanosecond || c.Uprobe > time.Millisecond || c.Tracepoint > 100*time.Microsecond {
-		t.Errorf("implausible costs %+v", c)
+	for _, single := range []bool{false, true} {
+		t.Run(map[bool]string{false: "multi", true: "single"}[single], func(t *testing.T) {
+			if single {
+				forceSingleUprobes(t)
+			}
+			c, err := Calibrate()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("costs: %+v", c)
+			if !c.Calibrated || c.Uprobe < 100*time.Nanosecond || c.Uprobe > time.Millisecond || c.Tracepoint > 100*time.Microsecond {
+				t.Errorf("implausible costs %+v", c)
+			}
+		})
 	}
 }
 

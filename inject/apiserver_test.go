@@ -155,6 +155,9 @@ func TestKubeAPIServer(t *testing.T) {
 	}{
 		{"triton", triton, "triton", "injected", ""},
 		{"kserve-predictor", reviewObject(t, "kserve-predictor"), "kserve-predictor", "injected", ""},
+		// eBPF: hostPID, the tracefs hostPath volume and its mount, added
+		// capabilities — the apiserver's validation of all of them.
+		{"kserve-raw-ebpf", reviewObject(t, "kserve-raw-ebpf"), "kserve-raw-ebpf", "injected", ""},
 		{"unannotated", reviewObject(t, "unannotated"), "unannotated", "ignored", ""},
 		{"already-injected", reviewObject(t, "already-injected"), "already-injected", "ignored", ""},
 		{"not-understood", reviewObject(t, "not-understood"), "not-understood", "skipped", "Pod/custom"},

@@ -136,6 +136,12 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// TracefsVolume is the volume an eBPF sidecar reads the node's tracefs
+// from (tracefsPath, read-only), for its OOM probe.
+const TracefsVolume = "inferwatch-tracefs"
+
+const tracefsPath = "/sys/kernel/tracing"
+
 // Mode says how the webhook path wants unannotated pods treated.
 type Mode int
 
@@ -321,6 +327,23 @@ func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
 	}
 
 	side := sidecar(image, cfg, routes, args, res, ebpf)
+	if ebpf {
+		// The OOM probe is a classic tracepoint, found through tracefs,
+		// which a container has not mounted and cannot mount without
+		// CAP_SYS_ADMIN: the node's, read-only. A node without tracefs
+		// there leaves the directory empty and the probe off, said why.
+		if slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == TracefsVolume }) {
+			return Outcome{}, fmt.Errorf("the pod already has a volume named %s", TracefsVolume)
+		}
+		dir := corev1.HostPathDirectory
+		vol := corev1.Volume{Name: TracefsVolume, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: tracefsPath, Type: &dir}}}
+		if len(pod.Spec.Volumes) == 0 {
+			ops = append(ops, PatchOp{Op: "add", Path: "/spec/volumes", Value: []corev1.Volume{vol}})
+		} else {
+			ops = append(ops, PatchOp{Op: "add", Path: "/spec/volumes/-", Value: vol})
+		}
+		side.VolumeMounts = append(side.VolumeMounts, corev1.VolumeMount{Name: TracefsVolume, MountPath: tracefsPath, ReadOnly: true})
+	}
 	ops = append(ops, PatchOp{Op: "add", Path: "/spec/containers/-", Value: side})
 	if ebpf && !pod.Spec.HostPID {
 		// The probes follow the server's processes by the kernel's PIDs, and

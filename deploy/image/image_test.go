@@ -521,30 +521,72 @@ func reviewPod(t *testing.T, file string) *corev1.Pod {
 	return &pod
 }
 
-// sidecarOf finds the injected container in a patch, and whether the pod
-// is put in the host's PID namespace.
-func sidecarOf(t *testing.T, patch []inject.PatchOp) (c corev1.Container, hostPID bool) {
+// injected is what a patch adds for the sidecar.
+type injected struct {
+	c       corev1.Container
+	hostPID bool                     // the pod is put in the host's PID namespace
+	volumes map[string]corev1.Volume // the pod's volumes the patch adds, by name
+}
+
+// sidecarOf finds the injected container in a patch, and what the patch
+// adds to the pod for it.
+func sidecarOf(t *testing.T, patch []inject.PatchOp) injected {
 	t.Helper()
+	in := injected{volumes: map[string]corev1.Volume{}}
 	found := false
 	for _, op := range patch {
 		raw, err := json.Marshal(op.Value)
 		if err != nil {
 			t.Fatal(err)
 		}
+		var vols []corev1.Volume
 		switch op.Path {
 		case "/spec/containers/-":
-			if err := json.Unmarshal(raw, &c); err != nil {
+			if err := json.Unmarshal(raw, &in.c); err != nil {
 				t.Fatal(err)
 			}
-			found = c.Name == inject.ContainerName
+			found = in.c.Name == inject.ContainerName
 		case "/spec/hostPID":
-			_ = json.Unmarshal(raw, &hostPID)
+			_ = json.Unmarshal(raw, &in.hostPID)
+		case "/spec/volumes":
+			_ = json.Unmarshal(raw, &vols)
+		case "/spec/volumes/-":
+			var v corev1.Volume
+			_ = json.Unmarshal(raw, &v)
+			vols = append(vols, v)
+		}
+		for _, v := range vols {
+			in.volumes[v.Name] = v
 		}
 	}
 	if !found {
 		t.Fatalf("the patch adds no %s container: %+v", inject.ContainerName, patch)
 	}
-	return c, hostPID
+	return in
+}
+
+// mountFlags are the container's volume mounts of hostPath volumes, as
+// podman bind mounts; the test fails on a volume of another kind.
+func mountFlags(t *testing.T, c corev1.Container, volumes map[string]corev1.Volume) []string {
+	t.Helper()
+	var flags []string
+	for _, m := range c.VolumeMounts {
+		v, ok := volumes[m.Name]
+		if !ok || v.HostPath == nil {
+			t.Fatalf("volume mount %s: not a hostPath volume the patch adds (%+v)", m.Name, v)
+		}
+		if v.HostPath.Type != nil && *v.HostPath.Type == corev1.HostPathDirectory {
+			if fi, err := os.Stat(v.HostPath.Path); err != nil || !fi.IsDir() {
+				t.Fatalf("hostPath %s is type Directory: the kubelet would not start the pod on a node without it (%v)", v.HostPath.Path, err)
+			}
+		}
+		spec := v.HostPath.Path + ":" + m.MountPath
+		if m.ReadOnly {
+			spec += ":ro"
+		}
+		flags = append(flags, "-v", spec)
+	}
+	return flags
 }
 
 // TestInjectedSidecar runs the container the injector adds, from this
@@ -577,7 +619,8 @@ func TestInjectedSidecar(t *testing.T) {
 			if out.Action != "injected" {
 				t.Fatalf("not injected: %s %s", out.Action, out.Reason)
 			}
-			side, hostPID := sidecarOf(t, out.Patch)
+			in := sidecarOf(t, out.Patch)
+			side, hostPID := in.c, in.hostPID
 			if hostPID != tc.bpf {
 				t.Fatalf("hostPID %v with eBPF %v: the probes see the kernel's PIDs", hostPID, tc.bpf)
 			}
@@ -610,6 +653,7 @@ func TestInjectedSidecar(t *testing.T) {
 			}
 			flags = append(flags, envFlags(env)...)
 			flags = append(flags, securityFlags(t, pod.Spec.SecurityContext, side.SecurityContext)...)
+			flags = append(flags, mountFlags(t, side, in.volumes)...)
 			sidecar := p.start(t, flags, img, expand(side.Args, env)...)
 
 			admin := "http://" + server.published(t, inject.AdminPort)
@@ -677,6 +721,15 @@ func TestInjectedSidecar(t *testing.T) {
 			waits, schedOn := metricSum(text, "inferwatch_sched_runqueue_delay_seconds_count", nil)
 			calls := float64(ok["grpc"] + ok["http"])
 			logs, _ := p.cmd("logs", sidecar.name)
+			// The OOM probe reads the node's tracefs the injector mounts;
+			// the cost calibration's uprobes are uprobe_multi links, which
+			// need no CAP_SYS_ADMIN.
+			if !strings.Contains(logs, "OOM tracepoint") {
+				t.Errorf("the OOM probe is not on:\n%s", logs)
+			}
+			if !strings.Contains(logs, "calibrated cost per hit") {
+				t.Errorf("the probes' costs were not calibrated:\n%s", logs)
+			}
 			switch {
 			case tc.podPIDNS && (schedOn || !strings.Contains(logs, "PID namespace of its own")):
 				t.Errorf("in a PID namespace of its own: scheduler facts on %v (%v waits), or no reason logged:\n%s", schedOn, waits, logs)
@@ -795,7 +848,7 @@ func TestChartInjector(t *testing.T) {
 		if err := json.Unmarshal(r.Response.Patch, &ops); err != nil {
 			t.Fatalf("%s: patch: %v", path, err)
 		}
-		side, _ := sidecarOf(t, ops)
+		side := sidecarOf(t, ops).c
 		if want := flagValue(c.Args, "--image"); !r.Response.Allowed || side.Image != want {
 			t.Errorf("%s: allowed %v, sidecar image %q, want %q (the chart's --image)", path, r.Response.Allowed, side.Image, want)
 		}
