@@ -198,6 +198,7 @@ func runProxy(args []string, logw io.Writer) error {
 		return fmt.Errorf("configuration:\n%w", err)
 	}
 	logger := cmdline.Logger(logw, cfg.LogLevel)
+	setMemoryLimit(logger)
 	sc, err := sidecar.New(cfg, logger)
 	if err != nil {
 		return err

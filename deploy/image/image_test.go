@@ -654,6 +654,10 @@ func TestInjectedSidecar(t *testing.T) {
 			flags = append(flags, envFlags(env)...)
 			flags = append(flags, securityFlags(t, pod.Spec.SecurityContext, side.SecurityContext)...)
 			flags = append(flags, mountFlags(t, side, in.volumes)...)
+			mem := side.Resources.Limits.Memory()
+			if !mem.IsZero() {
+				flags = append(flags, "--memory", strconv.FormatInt(mem.Value(), 10))
+			}
 			sidecar := p.start(t, flags, img, expand(side.Args, env)...)
 
 			admin := "http://" + server.published(t, inject.AdminPort)
@@ -709,6 +713,11 @@ func TestInjectedSidecar(t *testing.T) {
 			if !tc.bpf && enabled != 0 {
 				t.Errorf("eBPF not asked for, inferwatch_bpf_enabled %v", enabled)
 			}
+			// The collector knows the container's memory limit.
+			logs, _ := p.cmd("logs", sidecar.name)
+			if want := fmt.Sprintf("limit_bytes=%d ", mem.Value()); mem.IsZero() || !strings.Contains(logs, want) {
+				t.Errorf("memory limit %v: no Go soft limit set from it (%q) in the log:\n%s", mem, want, logs)
+			}
 			if !tc.bpf {
 				return
 			}
@@ -720,7 +729,6 @@ func TestInjectedSidecar(t *testing.T) {
 			// say why.
 			waits, schedOn := metricSum(text, "inferwatch_sched_runqueue_delay_seconds_count", nil)
 			calls := float64(ok["grpc"] + ok["http"])
-			logs, _ := p.cmd("logs", sidecar.name)
 			// The OOM probe reads the node's tracefs the injector mounts;
 			// the cost calibration's uprobes are uprobe_multi links, which
 			// need no CAP_SYS_ADMIN.
