@@ -59,8 +59,12 @@ func noPrivilege(err error) bool {
 }
 
 // openKernel loads and attaches what it can. It returns an error only when
-// nothing at all could be loaded; that error is the disabled reason.
-func openKernel() (kernel, error) {
+// nothing at all could be loaded; that error is the disabled reason. With
+// pidErr (kernelPIDs: the upstream cannot be followed by PID) it leaves out
+// the probes that only follow the upstream, CUDA and scheduler, which would
+// otherwise cost a lookup on every context switch of the machine for
+// nothing.
+func openKernel(pidErr error) (kernel, error) {
 	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
 		return nil, fmt.Errorf("the kernel exposes no BTF (%w), which the CO-RE programs need", err)
 	}
@@ -83,10 +87,12 @@ func openKernel() (kernel, error) {
 		k.reasons = append(k.reasons, fmt.Sprintf("scheduler and OOM probes: load: %v", err))
 	} else {
 		k.sched = &so
-		k.attachSched(tracefsErr)
+		k.attachSched(tracefsErr, pidErr)
 	}
 
-	if err := k.loadCUDA(); err != nil {
+	if pidErr != nil {
+		k.reasons = append(k.reasons, fmt.Sprintf("CUDA probes: %v", pidErr))
+	} else if err := k.loadCUDA(); err != nil {
 		if noPrivilege(err) && k.sched == nil {
 			return nil, errNoPrivilege{err}
 		}
@@ -184,8 +190,13 @@ func (k *bpfKernel) loadCUDA() error {
 	return nil
 }
 
-func (k *bpfKernel) attachSched(tracefsErr error) {
-	for _, p := range []*ebpf.Program{k.sched.SchedWakeup, k.sched.SchedWakeupNew, k.sched.SchedSwitch} {
+func (k *bpfKernel) attachSched(tracefsErr, pidErr error) {
+	progs := []*ebpf.Program{k.sched.SchedWakeup, k.sched.SchedWakeupNew, k.sched.SchedSwitch}
+	if pidErr != nil {
+		k.reasons = append(k.reasons, fmt.Sprintf("scheduler probes: %v", pidErr))
+		progs = nil
+	}
+	for _, p := range progs {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p})
 		if err != nil {
 			k.reasons = append(k.reasons, fmt.Sprintf("scheduler probes: attach %s: %v", p, err))

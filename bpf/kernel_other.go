@@ -8,7 +8,7 @@ import "errors"
 // built for.
 var errUnsupportedArch = errors.New("the BPF objects are built for x86-64 only")
 
-func openKernel() (kernel, error) { return nil, errUnsupportedArch }
+func openKernel(error) (kernel, error) { return nil, errUnsupportedArch }
 
 // Calibrate measures per-hit costs; the calibration hook is written in
 // x86-64 assembly, so elsewhere it reports the architecture unsupported.

@@ -158,17 +158,15 @@ func Start(ctx context.Context, o Options) (*Probes, error) {
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	p.baseTime, p.baseNs = time.Now(), ts.Nano()
 
-	k, err := openKernel()
+	pidErr := kernelPIDs()
+	p.foreignPIDs = pidErr != nil
+	k, err := openKernel(pidErr)
 	if err != nil {
 		p.reasons = []string{err.Error()}
 		p.log.Warn(fmt.Sprintf("bpf: eBPF probes disabled: %v; CUDA and scheduler facts are absent, everything else works", err))
 	} else {
 		p.k = k
 		p.cudaOn, p.schedOn, p.oomOn, p.reasons = k.parts()
-		if err := kernelPIDs(); err != nil {
-			p.foreignPIDs, p.cudaOn, p.schedOn = true, false, false
-			p.reasons = append(p.reasons, fmt.Sprintf("CUDA and scheduler facts, and the upstream label of OOM kills: %v", err))
-		}
 		p.costs = DefaultCosts
 		if o.Costs != nil {
 			p.costs = *o.Costs

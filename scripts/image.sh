@@ -7,7 +7,8 @@
 #
 #   -t IMAGE          name the image (repeatable); default
 #                     ghcr.io/inferwatch/inferwatch:<appVersion>, the chart's
-#                     image.repository at its appVersion
+#                     image.repository at its appVersion, and :latest, the
+#                     image `inferwatch inject` gives sidecars without --image
 #   --base IMAGE      the base image (default gcr.io/distroless/base-debian12:nonroot)
 #   --base-from-host  no registry reachable (CI, air-gapped builders): build
 #                     localhost/inferwatch-base:host, distroless/base's
@@ -39,7 +40,7 @@ while [ $# -gt 0 ]; do
     *) echo "image.sh: unknown argument $1 (see the script's header)" >&2; exit 2 ;;
   esac
 done
-[ ${#names[@]} -gt 0 ] || names=("$repository:$version")
+[ ${#names[@]} -gt 0 ] || names=("$repository:$version" "$repository:latest")
 
 tool=${CONTAINER_TOOL:-}
 if [ -z "$tool" ]; then
