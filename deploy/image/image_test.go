@@ -112,6 +112,16 @@ func metricSum(text, name string, want map[string]string) (float64, bool) {
 	return total, found
 }
 
+// defaultName is the name scripts/image.sh gives the image by default.
+func defaultName(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(repoRoot, "scripts", "image.sh"), "--print-name").Output()
+	if err != nil {
+		t.Fatalf("scripts/image.sh --print-name: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
 func get(t *testing.T, url string) string {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -149,12 +159,8 @@ func TestImageConfig(t *testing.T) {
 			t.Fatalf("%s: %v", file, err)
 		}
 	}
-	name, err := exec.Command(filepath.Join(repoRoot, "scripts", "image.sh"), "--print-name").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := values.Image.Repository + ":" + chart.AppVersion; strings.TrimSpace(string(name)) != want {
-		t.Errorf("scripts/image.sh names the image %q, the chart runs %q", strings.TrimSpace(string(name)), want)
+	if name, want := defaultName(t), values.Image.Repository+":"+chart.AppVersion; name != want {
+		t.Errorf("scripts/image.sh names the image %q, the chart runs %q", name, want)
 	}
 
 	out, err := p.cmd("image", "inspect", img)
@@ -470,11 +476,7 @@ func TestChartInjector(t *testing.T) {
 		t.Fatalf("the golden render has no injector Deployment or webhooks")
 	}
 	c := dep.Spec.Template.Spec.Containers[0]
-	name, err := exec.Command(filepath.Join(repoRoot, "scripts", "image.sh"), "--print-name").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Image != strings.TrimSpace(string(name)) {
+	if name := defaultName(t); c.Image != name {
 		t.Errorf("the chart runs %q, scripts/image.sh builds %q", c.Image, name)
 	}
 
