@@ -167,11 +167,20 @@ func (s *Sidecar) Diagnose(q DiagnoseQuery) (diagnosis.Report, error) {
 	return best, nil
 }
 
+// rank orders reports by how anomalous they are: the top cause's score
+// weighted by how far the mean rose against its baseline. The score says
+// how sure a cause is, not how bad things got: two models whose added
+// latency sits wholly in one stage score alike, and the one that tripled
+// its latency is the one to report, not the one that gained a fifth.
 func rank(r diagnosis.Report) float64 {
 	if !r.Anomaly {
 		return -1
 	}
-	return r.Top().Score
+	rise := 0.0
+	if r.Baseline.Mean > 0 && r.Added > 0 {
+		rise = r.Added / r.Baseline.Mean
+	}
+	return r.Top().Score * (1 + rise)
 }
 
 // ErrNotFound is a diagnosis query naming nothing the sidecar has.

@@ -126,3 +126,32 @@ func TestHistoryFileAcrossRestart(t *testing.T) {
 		t.Fatalf("err = %v, want one naming diagnose.history_file", err)
 	}
 }
+
+// TestRankSeverity: without a model named, the report is the model whose
+// latency rose most, not the one whose top cause scored a hair higher.
+func TestRankSeverity(t *testing.T) {
+	stage := func(score float64) []diagnosis.Cause {
+		return []diagnosis.Cause{{Name: diagnosis.CauseServerStage, Score: score}}
+	}
+	tests := []struct {
+		name string
+		a, b diagnosis.Report // want a ranked above b
+	}{
+		{name: "tripled beats +24% at a higher score",
+			a: diagnosis.Report{Anomaly: true, Baseline: diagnosis.Span{Mean: 0.01}, Added: 0.02, Causes: stage(0.58)},
+			b: diagnosis.Report{Anomaly: true, Baseline: diagnosis.Span{Mean: 0.074}, Added: 0.0175, Causes: stage(0.6)}},
+		{name: "same rise: the surer cause",
+			a: diagnosis.Report{Anomaly: true, Baseline: diagnosis.Span{Mean: 0.01}, Added: 0.01, Causes: stage(0.9)},
+			b: diagnosis.Report{Anomaly: true, Baseline: diagnosis.Span{Mean: 0.02}, Added: 0.02, Causes: stage(0.6)}},
+		{name: "an incident without latency beats no anomaly",
+			a: diagnosis.Report{Anomaly: true, Causes: []diagnosis.Cause{{Name: diagnosis.CauseOOMKill, Score: 1}}},
+			b: diagnosis.Report{Baseline: diagnosis.Span{Mean: 0.01}, Added: 0.1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if ra, rb := rank(tc.a), rank(tc.b); ra <= rb {
+				t.Fatalf("rank %v <= %v", ra, rb)
+			}
+		})
+	}
+}
