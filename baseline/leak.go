@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -159,25 +158,12 @@ func ReadRSS(pid int) (float64, error) {
 	return 0, fmt.Errorf("baseline: rss: no VmRSS in /proc/%d/status", pid)
 }
 
-// MemoryLimit returns the memory a process may use, in bytes: its cgroup
-// v2 memory.max when set, else the machine's MemTotal.
-func MemoryLimit(pid int) (float64, error) {
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid)); err == nil {
-		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			if rest, ok := strings.CutPrefix(line, "0::"); ok {
-				mb, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", rest, "memory.max"))
-				if err == nil {
-					v := strings.TrimSpace(string(mb))
-					if n, err := strconv.ParseFloat(v, 64); err == nil && v != "max" {
-						return n, nil
-					}
-				}
-			}
-		}
-	}
+// MemTotal returns the machine's memory in bytes (/proc/meminfo): what a
+// process under no cgroup limit may use.
+func MemTotal() (float64, error) {
 	b, err := os.ReadFile("/proc/meminfo")
 	if err != nil {
-		return 0, fmt.Errorf("baseline: memory limit: %w", err)
+		return 0, fmt.Errorf("baseline: memory total: %w", err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
@@ -189,7 +175,7 @@ func MemoryLimit(pid int) (float64, error) {
 			}
 		}
 	}
-	return 0, errors.New("baseline: memory limit: no MemTotal in /proc/meminfo")
+	return 0, errors.New("baseline: memory total: no MemTotal in /proc/meminfo")
 }
 
 // LeakWatch keeps a bounded ring of memory samples of one process and

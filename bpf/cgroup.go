@@ -3,15 +3,15 @@ package bpf
 import (
 	"bufio"
 	"bytes"
-	"errors"
-	"fmt"
+	"cmp"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/inferwatch/inferwatch/cgroup"
 )
 
 // cpuStat is what cpu.stat says about CFS throttling.
@@ -47,130 +47,37 @@ func parseCPUStat(b []byte) (s cpuStat, ok bool) {
 	return s, ok
 }
 
-// cgMount is a cgroup hierarchy mounted in this mount namespace.
-type cgMount struct {
-	point, root string
-	v2          bool
-	controllers []string // v1: the controllers bound to it
-}
-
-// parseMountinfo picks the cgroup mounts out of /proc/self/mountinfo.
-func parseMountinfo(b []byte) []cgMount {
-	var out []cgMount
-	for line := range bytes.Lines(b) {
-		pre, post, ok := strings.Cut(strings.TrimSpace(string(line)), " - ")
-		if !ok {
-			continue
-		}
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if len(f) < 5 || len(g) < 3 {
-			continue
-		}
-		switch g[0] {
-		case "cgroup2":
-			out = append(out, cgMount{point: unescapeMount(f[4]), root: unescapeMount(f[3]), v2: true})
-		case "cgroup":
-			out = append(out, cgMount{point: unescapeMount(f[4]), root: unescapeMount(f[3]), controllers: strings.Split(g[2], ",")})
-		}
-	}
-	return out
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-// cpuStatPath finds the cpu.stat of the cgroup a process is in, in the
-// hierarchy that has the cpu controller: v1's cpu hierarchy when there is
-// one (hybrid hosts bind the controller there, and the v2 file then says
-// nothing of throttling), else the unified one.
-func cpuStatPath(procCgroup []byte, mounts []cgMount) (string, error) {
-	var v1, v2 string
-	var haveV1, haveV2 bool
-	for line := range bytes.Lines(procCgroup) {
-		parts := strings.SplitN(strings.TrimSpace(string(line)), ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		if parts[0] == "0" && parts[1] == "" {
-			v2, haveV2 = parts[2], true
-		} else if slices.Contains(strings.Split(parts[1], ","), "cpu") {
-			v1, haveV1 = parts[2], true
-		}
-	}
-	for _, m := range mounts {
-		if haveV1 && !m.v2 && slices.Contains(m.controllers, "cpu") {
-			return joinCgroup(m, v1)
-		}
-	}
-	if haveV2 {
-		for _, m := range mounts {
-			if m.v2 {
-				return joinCgroup(m, v2)
-			}
-		}
-	}
-	return "", errors.New("no cgroup hierarchy with the cpu controller is mounted for it")
-}
-
-// joinCgroup maps a /proc/PID/cgroup path onto a mount whose root may be a
-// sub-tree (cgroup namespaces, bind mounts into containers).
-func joinCgroup(m cgMount, p string) (string, error) {
-	// Another cgroup namespace's cgroup shows as a path up from ours.
-	if p == "/.." || strings.HasPrefix(p, "/../") {
-		return "", fmt.Errorf("cgroup %s is outside this cgroup namespace", p)
-	}
-	rel := path.Clean(p)
-	if m.root != "/" {
-		r, ok := strings.CutPrefix(rel, m.root)
-		if !ok || (r != "" && r[0] != '/') {
-			return "", fmt.Errorf("cgroup %s is outside the mounted sub-tree %s", p, m.root)
-		}
-		rel = r
-	}
-	return filepath.Join(m.point, rel, "cpu.stat"), nil
-}
-
 // cgroupReader follows the throttling of the upstream's cgroups.
 type cgroupReader struct {
-	mounts []cgMount
+	mounts []cgroup.Mount
 	paths  []string           // cpu.stat files of the upstream's cgroups
 	prev   map[string]cpuStat // last reading per file
 }
 
-// setPIDs finds the cgroups of the upstream's processes.
-func (c *cgroupReader) setPIDs(pids []int) {
+// setPIDs finds the cgroups of the upstream's processes. The error says
+// why none was found for any of them (a container's view of the cgroup
+// tree leaves other containers' cgroups out).
+func (c *cgroupReader) setPIDs(pids []int) error {
 	if c.mounts == nil {
-		if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
-			c.mounts = parseMountinfo(b)
-		}
+		c.mounts, _ = cgroup.SelfMounts()
 	}
 	var paths []string
+	var first error
 	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		d, err := cgroup.ProcessDir(pid, c.mounts, "cpu")
 		if err != nil {
+			first = cmp.Or(first, err)
 			continue
 		}
-		if p, err := cpuStatPath(b, c.mounts); err == nil && !slices.Contains(paths, p) {
+		if p := filepath.Join(d, "cpu.stat"); !slices.Contains(paths, p) {
 			paths = append(paths, p)
 		}
 	}
 	c.paths = paths
+	if len(paths) == 0 && first != nil {
+		return first
+	}
+	return nil
 }
 
 // sample returns the throttling since the last call, summed over the

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/inferwatch/inferwatch/cgroup"
 )
 
 // memoryCgroup creates a cgroup limited to 16 MiB without swap and returns
@@ -25,18 +27,18 @@ func memoryCgroup(t *testing.T) string {
 	}
 	name := fmt.Sprintf("inferwatch-bpf-oom-%d", os.Getpid())
 	var why []string
-	for _, m := range parseMountinfo(b) {
-		if !m.v2 {
+	for _, m := range cgroup.ParseMountinfo(b) {
+		if !m.V2 {
 			continue
 		}
-		ctl, err := os.ReadFile(filepath.Join(m.point, "cgroup.controllers"))
+		ctl, err := os.ReadFile(filepath.Join(m.Point, "cgroup.controllers"))
 		if err != nil || !slices.Contains(strings.Fields(string(ctl)), "memory") {
-			why = append(why, fmt.Sprintf("cgroup v2 at %s offers no memory controller (controllers: %q)", m.point, strings.TrimSpace(string(ctl))))
+			why = append(why, fmt.Sprintf("cgroup v2 at %s offers no memory controller (controllers: %q)", m.Point, strings.TrimSpace(string(ctl))))
 			continue
 		}
 		// The controller must be enabled for children; a no-op when it is.
-		_ = os.WriteFile(filepath.Join(m.point, "cgroup.subtree_control"), []byte("+memory"), 0)
-		dir := filepath.Join(m.point, name)
+		_ = os.WriteFile(filepath.Join(m.Point, "cgroup.subtree_control"), []byte("+memory"), 0)
+		dir := filepath.Join(m.Point, name)
 		if err := mkCgroup(t, dir, map[string]string{"memory.max": "16M", "memory.swap.max": "0"}); err != nil {
 			why = append(why, err.Error())
 			continue
@@ -44,13 +46,13 @@ func memoryCgroup(t *testing.T) string {
 		t.Logf("cgroup v2 %s", dir)
 		return filepath.Join(dir, "cgroup.procs")
 	}
-	for _, m := range parseMountinfo(b) {
-		if m.v2 || !slices.Contains(m.controllers, "memory") {
+	for _, m := range cgroup.ParseMountinfo(b) {
+		if m.V2 || !slices.Contains(m.Controllers, "memory") {
 			continue
 		}
-		dir := filepath.Join(m.point, name)
+		dir := filepath.Join(m.Point, name)
 		files := map[string]string{"memory.limit_in_bytes": "16M"}
-		if _, err := os.Stat(filepath.Join(m.point, "memory.memsw.limit_in_bytes")); err == nil {
+		if _, err := os.Stat(filepath.Join(m.Point, "memory.memsw.limit_in_bytes")); err == nil {
 			files["memory.memsw.limit_in_bytes"] = "16M" // after the memory limit: it may not be below it
 		}
 		if err := mkCgroup(t, dir, files, "memory.limit_in_bytes"); err != nil {

@@ -59,6 +59,7 @@ type Probes struct {
 	dutyTimer  *time.Timer
 	pidErr     string
 	cg         cgroupReader
+	cgWhy      string // why cg follows no cgroup, last said
 	psi        psiReader
 
 	mu       sync.RWMutex // guards what Window and the status calls read
@@ -470,7 +471,7 @@ func (p *Probes) rescan(now time.Time) {
 	if p.foreignPIDs {
 		// Only the cgroup facts, read through this namespace's /proc, can
 		// use these PIDs; following them in the kernel would follow others.
-		p.cg.setPIDs(slices.Sorted(maps.Keys(want)))
+		p.setCgroupPIDs(want)
 		return
 	}
 	for pid := range p.targets {
@@ -486,8 +487,21 @@ func (p *Probes) rescan(now time.Time) {
 	for _, t := range p.targets {
 		p.scanLibs(t)
 	}
-	p.cg.setPIDs(slices.Sorted(maps.Keys(want)))
+	p.setCgroupPIDs(want)
 	p.publishStatus(want)
+}
+
+// setCgroupPIDs points the throttling reader at the PIDs' cgroups, and
+// says once why there is none to read.
+func (p *Probes) setCgroupPIDs(want map[int]bool) {
+	why := ""
+	if err := p.cg.setPIDs(slices.Sorted(maps.Keys(want))); err != nil {
+		why = err.Error()
+	}
+	if why != p.cgWhy && why != "" {
+		p.log.Warn("bpf: no CPU throttling facts for the upstream", "err", why)
+	}
+	p.cgWhy = why
 }
 
 func (p *Probes) publishStatus(want map[int]bool) {

@@ -2,12 +2,16 @@ package bpf
 
 import (
 	"bytes"
+	"errors"
 	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/inferwatch/inferwatch/cgroup"
 )
 
 func TestParseMaps(t *testing.T) {
@@ -82,40 +86,6 @@ func TestCPUStat(t *testing.T) {
 	}
 	if _, ok := parseCPUStat([]byte("usage_usec 1\nuser_usec 1\n")); ok {
 		t.Error("a cpu.stat without throttling reported throttling")
-	}
-}
-
-func TestCgroupPaths(t *testing.T) {
-	mi := `31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
-32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct
-35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
-41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
-`
-	mounts := parseMountinfo([]byte(mi))
-	if len(mounts) != 3 {
-		t.Fatalf("mounts %+v", mounts)
-	}
-	hybrid := "4:memory:/pod/a\n2:cpu,cpuacct:/pod/a\n0::/pod/a\n"
-	if p, err := cpuStatPath([]byte(hybrid), mounts); err != nil || p != "/sys/fs/cgroup/cpu,cpuacct/pod/a/cpu.stat" {
-		t.Errorf("hybrid: %q %v", p, err)
-	}
-	unified := parseMountinfo([]byte("30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"))
-	if p, err := cpuStatPath([]byte("0::/kubepods/pod1/c1\n"), unified); err != nil || p != "/sys/fs/cgroup/kubepods/pod1/c1/cpu.stat" {
-		t.Errorf("v2: %q %v", p, err)
-	}
-	// A container's cgroup namespace: its mount root is a sub-tree.
-	sub := parseMountinfo([]byte(`30 1 0:26 /kubepods/pod1 /sys/fs/cgroup rw - cgroup2 cgroup2 rw` + "\n"))
-	if p, err := cpuStatPath([]byte("0::/kubepods/pod1/c2\n"), sub); err != nil || p != "/sys/fs/cgroup/c2/cpu.stat" {
-		t.Errorf("sub-tree: %q %v", p, err)
-	}
-	if _, err := cpuStatPath([]byte("0::/other\n"), sub); err == nil {
-		t.Error("a cgroup outside the mounted sub-tree was mapped")
-	}
-	if _, err := cpuStatPath([]byte("0::/../x\n"), unified); err == nil {
-		t.Error("a cgroup outside the namespace was mapped")
-	}
-	if got := unescapeMount(`/a\040b`); got != "/a b" {
-		t.Errorf("unescape: %q", got)
 	}
 }
 
@@ -351,5 +321,23 @@ func TestTieredRing(t *testing.T) {
 	}
 	if plain.len() != 2 || !plain.at(0).start.Equal(at(1)) {
 		t.Errorf("plain ring holds %d from %v", plain.len(), plain.at(0).start.Sub(t0))
+	}
+}
+
+// TestCgroupReaderWhy: a process whose cgroup is out of this process's
+// view (another container's) is not read, and the reader says why.
+func TestCgroupReaderWhy(t *testing.T) {
+	c := cgroupReader{mounts: []cgroup.Mount{{Point: "/sys/fs/cgroup", Root: "/some/other/container", V2: true}}}
+	err := c.setPIDs([]int{os.Getpid()})
+	if !errors.Is(err, cgroup.ErrOutside) || len(c.paths) != 0 {
+		t.Fatalf("paths %v, err %v; want none, and ErrOutside", c.paths, err)
+	}
+	mounts, err := cgroup.SelfMounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = cgroupReader{mounts: mounts}
+	if err := c.setPIDs([]int{os.Getpid()}); err != nil || len(c.paths) != 1 {
+		t.Fatalf("this process: paths %v, err %v", c.paths, err)
 	}
 }

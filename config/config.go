@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"regexp"
 	"strconv"
@@ -50,6 +51,12 @@ type Host struct {
 	BPFBudget      float64  `yaml:"bpf_budget"`      // share of one core the probes may cost; default 0.03
 	UpstreamPIDs   []int    `yaml:"upstream_pids"`   // the upstream's processes; default: whoever listens on the first route's upstream port
 	UpstreamCgroup bool     `yaml:"upstream_cgroup"` // widen to every process of their cgroup (the pod)
+	// UpstreamMemoryLimit is the memory the upstream may use, which a leak
+	// is projected against; default: its cgroup's limit, else MemTotal.
+	// Set it where the sidecar cannot see the upstream's cgroup (another
+	// container's, in a cgroup namespace): the injector fills it from the
+	// server container's limits.memory.
+	UpstreamMemoryLimit Bytes `yaml:"upstream_memory_limit"`
 }
 
 // Tracing is trace context propagation, sampling and export.
@@ -315,6 +322,57 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 		return &valueError{line: n.Line, column: n.Column, err: err}
 	}
 	*d = Duration(v)
+	return nil
+}
+
+// Bytes is a size in bytes, written as a number or with a Kubernetes
+// quantity's suffix: "268435456", "256Mi", "1G".
+type Bytes int64
+
+// ParseBytes reads a Bytes value.
+func ParseBytes(s string) (Bytes, error) {
+	s = strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30}, {"Ti", 1 << 40}, {"k", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12}} {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = v, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("%q is not a size in bytes (a number, or with Ki, Mi, Gi, Ti, k, M, G, T)", s)
+	}
+	return Bytes(n * mult), nil
+}
+
+// UnmarshalYAML parses a number or a quantity.
+func (b *Bytes) UnmarshalYAML(n *yaml.Node) error {
+	var s string
+	if err := n.Decode(&s); err != nil {
+		return &valueError{line: n.Line, column: n.Column, err: fmt.Errorf("want a size such as \"256Mi\": %w", err)}
+	}
+	v, err := ParseBytes(s)
+	if err != nil {
+		return &valueError{line: n.Line, column: n.Column, err: err}
+	}
+	*b = v
+	return nil
+}
+
+// String writes the number of bytes.
+func (b Bytes) String() string { return strconv.FormatInt(int64(b), 10) }
+
+// Set reads a flag's value.
+func (b *Bytes) Set(s string) error {
+	v, err := ParseBytes(s)
+	if err != nil {
+		return err
+	}
+	*b = v
 	return nil
 }
 

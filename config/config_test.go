@@ -108,6 +108,7 @@ func TestErrorsNameTheField(t *testing.T) {
 		{"memory leak interval", "alerting: {memory_leak: {interval: -1s}}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "alerting.memory_leak.interval"},
 		{"memory leak min span", "alerting: {memory_leak: {span: 1h, min_span: 2h}}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "alerting.memory_leak.min_span"},
 		{"memory leak device min rise", "alerting: {memory_leak: {device_min_rise_mib: -1}}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "alerting.memory_leak.device_min_rise_mib"},
+		{"bad size", "host: {upstream_memory_limit: 4 gigs}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "host.upstream_memory_limit: line 1"},
 		{"admin", "admin_listen: nope\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "admin_listen"},
 	}
 	for _, tt := range tests {
@@ -121,5 +122,35 @@ func TestErrorsNameTheField(t *testing.T) {
 				t.Fatalf("error %v does not mention %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Bytes
+		bad  bool
+	}{
+		{in: "268435456", want: 268435456},
+		{in: "256Mi", want: 256 << 20},
+		{in: "2Gi", want: 2 << 30},
+		{in: "1G", want: 1e9},
+		{in: "512k", want: 512e3},
+		{in: " 0 ", want: 0},
+		{in: "1.5Gi", bad: true},
+		{in: "-1", bad: true},
+		{in: "Mi", bad: true},
+		{in: "9000000Ti", bad: true}, // overflows
+		{in: "4 gigs", bad: true},
+	}
+	for _, tc := range tests {
+		got, err := ParseBytes(tc.in)
+		if (err != nil) != tc.bad || got != tc.want {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d, error %v", tc.in, got, err, tc.want, tc.bad)
+		}
+	}
+	c, err := Load(write(t, "host: {upstream_memory_limit: 2Gi}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n"))
+	if err != nil || c.Host.UpstreamMemoryLimit != 2<<30 {
+		t.Fatalf("loaded %d, %v", c.Host.UpstreamMemoryLimit, err)
 	}
 }

@@ -274,6 +274,7 @@ func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
 
 	var ops []PatchOp
 	var routes []route
+	var server string // the model server's container
 	qp := slices.IndexFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == "queue-proxy" })
 	if qp >= 0 {
 		// KServe serverless: queue-proxy → sidecar → model server. The server
@@ -291,6 +292,7 @@ func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
 		if s := pod.Spec.Containers[serverIndex(pod, qp)]; len(s.Ports) > 0 && s.Ports[0].Name == "h2c" {
 			proto = "grpc"
 		}
+		server = pod.Spec.Containers[serverIndex(pod, qp)].Name
 		routes = append(routes, route{proto: proto, listen: queueProxyPort, upstream: int32(up), name: "iw-" + proto})
 		q.Env[ei].Value = strconv.Itoa(queueProxyPort)
 		ops = append(ops, PatchOp{Op: "replace", Path: fmt.Sprintf("/spec/containers/%d", qp), Value: q})
@@ -300,6 +302,7 @@ func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
 			return Outcome{}, err
 		}
 		srv := pod.Spec.Containers[si].DeepCopy()
+		server = srv.Name
 		kind := kindOf(srv)
 		ports, err := inferencePorts(ann, kind)
 		if err != nil {
@@ -327,6 +330,11 @@ func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
 	}
 
 	side := sidecar(image, cfg, routes, args, res, ebpf)
+	// The leak projection's limit: the server's cgroup is another
+	// container's, which the sidecar cannot read in its own cgroup
+	// namespace; the kubelet gives its limit (node allocatable without one).
+	side.Env = append(side.Env, corev1.EnvVar{Name: "INFERWATCH_UPSTREAM_MEMORY_LIMIT", ValueFrom: &corev1.EnvVarSource{
+		ResourceFieldRef: &corev1.ResourceFieldSelector{ContainerName: server, Resource: "limits.memory"}}})
 	if ebpf {
 		// The OOM probe is a classic tracepoint, found through tracefs,
 		// which a container has not mounted and cannot mount without

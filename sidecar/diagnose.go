@@ -105,7 +105,7 @@ func (s *Sidecar) upstreamRSS() float64 {
 
 func (s *Sidecar) memoryLimit() float64 {
 	for _, pid := range s.upstreamPIDs() {
-		if v, err := baseline.MemoryLimit(pid); err == nil {
+		if v, _, err := upstreamMemoryLimit(float64(s.cfg.Host.UpstreamMemoryLimit), pid); err == nil {
 			return v
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/inferwatch/inferwatch/alerting"
 	"github.com/inferwatch/inferwatch/baseline"
+	"github.com/inferwatch/inferwatch/cgroup"
 	"github.com/inferwatch/inferwatch/config"
 	"github.com/inferwatch/inferwatch/gpu"
 	"github.com/inferwatch/inferwatch/gpu/pids"
@@ -20,7 +21,7 @@ import (
 // leakHelp documents the upstream memory gauges.
 var leakHelp = map[string]string{
 	"inferwatch_upstream_rss_bytes":          "Resident memory of the upstream's processes (VmRSS summed), sampled once per alerting.memory_leak.interval.",
-	"inferwatch_upstream_memory_limit_bytes": "What MemoryLeakSuspected projects the upstream's memory against: its cgroup memory.max, else MemTotal.",
+	"inferwatch_upstream_memory_limit_bytes": "What MemoryLeakSuspected projects the upstream's memory against: host.upstream_memory_limit, else its cgroup's memory limit, else MemTotal.",
 }
 
 // leakWatch samples the upstream's RSS once per interval and judges its
@@ -38,8 +39,10 @@ type leakWatch struct {
 	resolveEvery time.Duration
 
 	pids     []int
+	started  time.Time // the first sample
 	resolved time.Time
 	limit    float64
+	limitSet float64    // host.upstream_memory_limit; 0: the cgroup's
 	host     leakSeries // RSS
 	lost     bool       // the processes went away since the last tick
 
@@ -122,6 +125,7 @@ func (s *Sidecar) startLeakWatch(ctx context.Context, spec pids.Spec) {
 		return
 	}
 	lw := newLeakWatch(leakDefaults(s.cfg.Alerting.MemoryLeak, s.cfg.Alerting.Window.D()), spec)
+	lw.limitSet = float64(s.cfg.Host.UpstreamMemoryLimit)
 	s.metrics.AddHelp(leakHelp)
 	set := s.metrics.Metrics()
 	set.GetOrCreateGauge("inferwatch_upstream_rss_bytes", func() float64 { return math.Float64frombits(lw.rss.Load()) })
@@ -144,24 +148,28 @@ func (s *Sidecar) startLeakWatch(ctx context.Context, spec pids.Spec) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		tick := func() {
+			// The ticker's time is when the tick was due: a goroutine
+			// run late would date a later, larger RSS too early and
+			// steepen the slope, so the read is dated now.
+			now := time.Now()
+			for _, c := range lw.tick(now) {
+				l := labels
+				if c.device {
+					l = deviceLabels
+				}
+				s.engine.SetCondition(ctx, alerting.RuleMemoryLeakSuspected, l, c.ann, c.firing, now)
+			}
+		}
 		t := time.NewTicker(lw.o.Interval.D())
 		defer t.Stop()
+		tick() // the gauges from the start, not one interval in
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				// The tick's own time is when it was due: a goroutine
-				// run late would date a later, larger RSS too early
-				// and steepen the slope, so the read is dated now.
-				now := time.Now()
-				for _, c := range lw.tick(now) {
-					l := labels
-					if c.device {
-						l = deviceLabels
-					}
-					s.engine.SetCondition(ctx, alerting.RuleMemoryLeakSuspected, l, c.ann, c.firing, now)
-				}
+				tick()
 			}
 		}
 	}()
@@ -252,7 +260,12 @@ func (ls *leakSeries) judge(now time.Time, minSpan time.Duration, limit float64,
 // sample reads the upstream's RSS (summed over its processes), finding
 // them again when a read fails; a new set of processes starts a new trend.
 func (lw *leakWatch) sample(now time.Time) bool {
-	if len(lw.pids) == 0 && now.Sub(lw.resolved) < lw.resolveEvery && !lw.resolved.IsZero() {
+	if lw.started.IsZero() {
+		lw.started = now
+	}
+	// In the first resolveEvery every tick looks (the server may start
+	// after the sidecar); later, at most once per resolveEvery.
+	if len(lw.pids) == 0 && now.Sub(lw.resolved) < lw.resolveEvery && now.Sub(lw.started) >= lw.resolveEvery {
 		return false
 	}
 	if len(lw.pids) == 0 {
@@ -281,7 +294,7 @@ func (lw *leakWatch) find(now time.Time) {
 	if err != nil || len(ps) == 0 {
 		return
 	}
-	lim, err := baseline.MemoryLimit(ps[0])
+	lim, _, err := upstreamMemoryLimit(lw.limitSet, ps[0])
 	if err != nil {
 		return
 	}
@@ -352,3 +365,24 @@ func upstreamGPUFree(samples []gpu.Sample) (float64, bool) {
 }
 
 func mib(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
+
+// upstreamMemoryLimit is what the upstream's memory is projected against,
+// and where that came from: the configured limit (set, when not 0), else
+// the cgroup limit of pid, else the machine's memory. In Kubernetes the
+// server's cgroup is another container's, outside the sidecar's cgroup
+// namespace: the injector configures the limit from its spec instead.
+func upstreamMemoryLimit(set float64, pid int) (float64, string, error) {
+	if set > 0 {
+		return set, "host.upstream_memory_limit", nil
+	}
+	if mounts, err := cgroup.SelfMounts(); err == nil {
+		if n, file, err := cgroup.ProcessMemoryLimit(pid, mounts); err == nil && n > 0 {
+			return float64(n), file, nil
+		}
+	}
+	n, err := baseline.MemTotal()
+	if err != nil {
+		return 0, "", err
+	}
+	return n, "MemTotal", nil
+}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/inferwatch/inferwatch/alerting"
 	"github.com/inferwatch/inferwatch/baseline"
+	"github.com/inferwatch/inferwatch/cgroup"
 	"github.com/inferwatch/inferwatch/config"
 	"github.com/inferwatch/inferwatch/gpu"
 	"github.com/inferwatch/inferwatch/gpu/pids"
@@ -86,10 +88,12 @@ func TestMemoryLeakSuspectedThroughASidecar(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		stepMiB int
+		limit   config.Bytes // host.upstream_memory_limit
 		want    bool
 	}{
-		{"grows 2 MiB per 100ms", 2, true},
-		{"steady", 0, false},
+		{"grows 2 MiB per 100ms", 2, 0, true},
+		{"grows, limit configured", 2, 3 << 30, true},
+		{"steady", 0, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			upstream, proc := startLeakUpstream(t, tc.stepMiB)
@@ -99,6 +103,7 @@ func TestMemoryLeakSuspectedThroughASidecar(t *testing.T) {
 			cfg.Routes = []config.Route{{Name: "http", Protocol: "http", Listen: "127.0.0.1:0", Upstream: upstream,
 				Readiness: "none", TritonStats: config.TritonStats{Enabled: &no}}}
 			cfg.Host.GPUDisabled, cfg.Host.BPFDisabled = true, true
+			cfg.Host.UpstreamMemoryLimit = tc.limit
 			cfg.Tracing.Disabled = true
 			cfg.Alerting.Baseline.Disabled = true
 			cfg.Alerting.MemoryLeak = config.MemoryLeak{Interval: config.Duration(100 * time.Millisecond), MinSpan: config.Duration(time.Second)}
@@ -158,9 +163,21 @@ func TestMemoryLeakSuspectedThroughASidecar(t *testing.T) {
 				return v
 			}
 			rss, limit, slope := num("rss_bytes"), num("limit_bytes"), num("slope_bytes_per_second")
-			pid := upstreamPID(t, upstream)
-			if want, err := baseline.MemoryLimit(pid); err != nil || limit != want {
-				t.Errorf("limit %v, want the upstream's %v (%v)", limit, want, err)
+			wantLimit := float64(tc.limit)
+			if wantLimit == 0 { // the upstream's cgroup limit on this machine, else its memory
+				if wantLimit, err = baseline.MemTotal(); err != nil {
+					t.Fatal(err)
+				}
+				mounts, err := cgroup.SelfMounts()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n, _, err := cgroup.ProcessMemoryLimit(upstreamPID(t, upstream), mounts); err == nil && n > 0 {
+					wantLimit = float64(n)
+				}
+			}
+			if limit != wantLimit {
+				t.Errorf("limit %v, want %v", limit, wantLimit)
 			}
 			r1, err := baseline.ReadRSS(proc.Process.Pid)
 			if err != nil {
@@ -392,4 +409,31 @@ func runSidecar(t *testing.T, cfg config.Config) *Sidecar {
 		sc.Shutdown(ctx)
 	})
 	return sc
+}
+
+// TestLeakLookupBackoff: an upstream not found is looked for on every tick
+// in the first minute (the server may start after the sidecar), then at
+// most once a minute (a lookup can walk every process's descriptors).
+func TestLeakLookupBackoff(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close() // nobody listens there now
+	lw := newLeakWatch(leakDefaults(config.MemoryLeak{}, 10*time.Second), pids.Spec{Port: port})
+	t0 := time.Now()
+	var looked []time.Duration
+	for i := 0; i <= 15; i++ {
+		at := t0.Add(time.Duration(i) * 10 * time.Second)
+		before := lw.resolved
+		lw.tick(at)
+		if lw.resolved != before {
+			looked = append(looked, at.Sub(t0))
+		}
+	}
+	want := []time.Duration{0, 10 * time.Second, 20 * time.Second, 30 * time.Second, 40 * time.Second, 50 * time.Second, 110 * time.Second}
+	if !slices.Equal(looked, want) {
+		t.Fatalf("looked at %v, want %v", looked, want)
+	}
 }

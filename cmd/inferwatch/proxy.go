@@ -60,6 +60,8 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 	bpfBudget := fs.Float64("bpf-budget", 0.03, "share of one core the eBPF probes may cost")
 	var upPIDs listFlag
 	fs.Var(&upPIDs, "upstream-pid", "the upstream's PID (repeatable); default: whoever listens on the first upstream port")
+	var upMem config.Bytes
+	fs.Var(&upMem, "upstream-memory-limit", "the memory the upstream may use (bytes, or 256Mi, 4Gi...), which a leak is projected against; default: its cgroup's limit, else MemTotal")
 	labels := cmdline.Labels{}
 	fs.Var(labels, "push-extra-label", "name=value added to pushed series (repeatable); POD_NAME and POD_NAMESPACE from the environment become pod and namespace")
 	return func() (config.Config, error) {
@@ -123,6 +125,7 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 			}
 			cfg.Host.UpstreamPIDs = append(cfg.Host.UpstreamPIDs, pid)
 		}
+		pick("upstream-memory-limit", func() { cfg.Host.UpstreamMemoryLimit = upMem })
 		cfg.Alerting.AlertmanagerURLs = append(cfg.Alerting.AlertmanagerURLs, amURLs...)
 		if *webhook != "" {
 			cfg.Alerting.WebhookURL = *webhook

@@ -27,6 +27,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 const repoRoot = "../.."
@@ -297,13 +298,26 @@ func TestInjectedSidecar(t *testing.T) {
 		// share a PID namespace of their own (shareProcessNamespace), as
 		// injectors before hostPID had it.
 		podPIDNS bool
+		// serverMemory is a memory limit given to the server's container
+		// (the pod's first) before injection; "" none.
+		serverMemory string
 	}{
 		{name: "triton", review: "triton.json"},
-		{name: "KServe with eBPF", review: "kserve-raw-ebpf.json", bpf: true},
+		{name: "KServe with eBPF", review: "kserve-raw-ebpf.json", bpf: true, serverMemory: "1Gi"},
 		{name: "eBPF in the pod's PID namespace", review: "kserve-raw-ebpf.json", bpf: true, podPIDNS: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := reviewPod(t, filepath.Join(repoRoot, "inject", "testdata", "reviews", tc.review))
+			var serverMem resource.Quantity
+			if tc.serverMemory != "" {
+				serverMem = resource.MustParse(tc.serverMemory)
+				srv := &pod.Spec.Containers[0]
+				if srv.Resources.Limits == nil {
+					srv.Resources.Limits = corev1.ResourceList{}
+				}
+				srv.Resources.Limits[corev1.ResourceMemory] = serverMem
+			}
+			allocatable := resource.MustParse("7Gi")
 			cfg := inject.DefaultConfig()
 			cfg.Image = img
 			cfg.ImagePullPolicy = corev1.PullNever
@@ -331,10 +345,17 @@ func TestInjectedSidecar(t *testing.T) {
 			if hostPID && !tc.podPIDNS {
 				srvFlags = append(srvFlags, "--pid", "host")
 			}
+			if !serverMem.IsZero() {
+				srvFlags = append(srvFlags, "--memory", strconv.FormatInt(serverMem.Value(), 10))
+			}
 			server := p.start(t, srvFlags, img, "modelserver", "--grpc-listen", grpcUp, "--http-listen", httpUp)
-			env := envOf(t, side.Env, map[string]string{
-				"metadata.name": "model-0", "metadata.namespace": pod.Namespace,
-				"status.podIP": server.ip(t), "spec.nodeName": "node-0",
+			env := envOf(t, side.Env, downward{
+				fields: map[string]string{
+					"metadata.name": "model-0", "metadata.namespace": pod.Namespace,
+					"status.podIP": server.ip(t), "spec.nodeName": "node-0",
+				},
+				containers:  pod.Spec.Containers,
+				allocatable: allocatable,
 			})
 			flags := []string{"--network", "container:" + server.name}
 			switch {
@@ -404,6 +425,23 @@ func TestInjectedSidecar(t *testing.T) {
 			}
 			if !tc.bpf && enabled != 0 {
 				t.Errorf("eBPF not asked for, inferwatch_bpf_enabled %v", enabled)
+			}
+			// The server's memory limit, which a leak is projected
+			// against, is the kubelet's figure for the server's container
+			// (its cgroup is another container's, out of the sidecar's
+			// view in Kubernetes): where the sidecar sees the server's
+			// process (eBPF pods), the leak watch has it.
+			if tc.bpf {
+				want := allocatable.Value()
+				if !serverMem.IsZero() {
+					want = serverMem.Value()
+				}
+				if lim, _ := metricSum(text, "inferwatch_upstream_memory_limit_bytes", nil); lim != float64(want) {
+					t.Errorf("inferwatch_upstream_memory_limit_bytes %v, want the server container's %d", lim, want)
+				}
+				if rss, _ := metricSum(text, "inferwatch_upstream_rss_bytes", nil); rss <= 0 {
+					t.Errorf("inferwatch_upstream_rss_bytes %v: the server's memory not read", rss)
+				}
 			}
 			// The collector knows the container's memory limit.
 			logs, _ := p.cmd("logs", sidecar.name)
@@ -505,7 +543,7 @@ func TestChartInjector(t *testing.T) {
 	}
 	// Podman cannot tell a container its address before it starts: the
 	// admin endpoint listens on every address of the container's namespace.
-	env := envOf(t, c.Env, map[string]string{"status.podIP": "0.0.0.0"})
+	env := envOf(t, c.Env, downward{fields: map[string]string{"status.podIP": "0.0.0.0"}})
 	flags = append(flags, envFlags(env)...)
 	flags = append(flags, securityFlags(t, dep.Spec.Template.Spec.SecurityContext, c.SecurityContext)...)
 	inj := p.start(t, flags, img, expand(c.Args, env)...)

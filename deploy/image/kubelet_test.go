@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // securityFlags is what the kubelet would enforce for a container with sc
@@ -146,9 +147,18 @@ func runtimeDefault(t *testing.T) string {
 	return seccompFile
 }
 
-// envOf resolves a container's environment the way the kubelet does,
-// fields from the downward API taken from fields.
-func envOf(t *testing.T, env []corev1.EnvVar, fields map[string]string) map[string]string {
+// downward is what the kubelet's downward API gives a container in this
+// test: pod fields, the pod's containers (for their resources) and the
+// node's allocatable memory, which a container without a memory limit is
+// given as its limits.memory.
+type downward struct {
+	fields      map[string]string
+	containers  []corev1.Container
+	allocatable resource.Quantity
+}
+
+// envOf resolves a container's environment the way the kubelet does.
+func envOf(t *testing.T, env []corev1.EnvVar, api downward) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for _, e := range env {
@@ -156,11 +166,22 @@ func envOf(t *testing.T, env []corev1.EnvVar, fields map[string]string) map[stri
 		case e.ValueFrom == nil:
 			out[e.Name] = e.Value
 		case e.ValueFrom.FieldRef != nil:
-			v, ok := fields[e.ValueFrom.FieldRef.FieldPath]
+			v, ok := api.fields[e.ValueFrom.FieldRef.FieldPath]
 			if !ok {
 				t.Fatalf("env %s reads field %s, which this test does not provide", e.Name, e.ValueFrom.FieldRef.FieldPath)
 			}
 			out[e.Name] = v
+		case e.ValueFrom.ResourceFieldRef != nil:
+			r := e.ValueFrom.ResourceFieldRef
+			i := slices.IndexFunc(api.containers, func(c corev1.Container) bool { return c.Name == r.ContainerName })
+			if i < 0 || r.Resource != "limits.memory" || (!r.Divisor.IsZero() && r.Divisor.Value() != 1) {
+				t.Fatalf("env %s: resource %s of container %q (divisor %v), which this test does not provide", e.Name, r.Resource, r.ContainerName, r.Divisor)
+			}
+			v := api.allocatable
+			if l, ok := api.containers[i].Resources.Limits[corev1.ResourceMemory]; ok {
+				v = l
+			}
+			out[e.Name] = strconv.FormatInt(v.Value(), 10)
 		default:
 			t.Fatalf("env %s: a source this test does not provide: %+v", e.Name, e.ValueFrom)
 		}

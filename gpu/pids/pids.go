@@ -21,6 +21,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/inferwatch/inferwatch/cgroup"
 )
 
 // ErrNotFound says that nothing matched: no socket listening on the port,
@@ -293,88 +295,22 @@ func CgroupPIDs(pid int) ([]int, error) {
 	return p, nil
 }
 
-// cgroupDir returns the directory of pid's cgroup v2.
+// cgroupDir returns the directory of pid's cgroup v2, as the mounts of
+// proc's self see it.
 func cgroupDir(proc string, pid int) (string, error) {
-	mount, root, err := cgroup2Mount(filepath.Join(proc, "self", "mountinfo"))
+	mi, err := os.ReadFile(filepath.Join(proc, "self", "mountinfo"))
 	if err != nil {
 		return "", fmt.Errorf("cgroup of PID %d: %w", pid, err)
 	}
-	rel, err := cgroupPath(filepath.Join(proc, strconv.Itoa(pid), "cgroup"))
+	b, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "cgroup"))
 	if err != nil {
 		return "", fmt.Errorf("cgroup of PID %d: %w", pid, err)
 	}
-	// The mount shows the hierarchy from root down; outside a cgroup
-	// namespace /proc/PID/cgroup names the full path, so cut root off.
-	if root != "/" {
-		r, ok := strings.CutPrefix(rel, root)
-		if !ok || (r != "" && !strings.HasPrefix(r, "/")) {
-			return "", fmt.Errorf("cgroup of PID %d: %s is outside the mounted subtree %s", pid, rel, root)
-		}
-		rel = r
-	}
-	return filepath.Join(mount, filepath.FromSlash(rel)), nil
-}
-
-// cgroup2Mount returns the mount point and the root of the first cgroup2
-// mount in a mountinfo file.
-func cgroup2Mount(mountinfo string) (mount, root string, err error) {
-	f, err := os.Open(mountinfo)
+	d, err := cgroup.ParseProcCgroup(b).Dir(cgroup.ParseMountinfo(mi), "")
 	if err != nil {
-		return "", "", err
+		return "", fmt.Errorf("cgroup of PID %d: %w", pid, err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		// id parent major:minor root mountpoint options [optional...] - fstype source superoptions
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
-		}
-		fields, after := strings.Fields(pre), strings.Fields(post)
-		if len(fields) < 5 || len(after) < 1 || after[0] != "cgroup2" {
-			continue
-		}
-		return unescapeMount(fields[4]), unescapeMount(fields[3]), nil
-	}
-	if err := sc.Err(); err != nil {
-		return "", "", fmt.Errorf("read %s: %w", mountinfo, err)
-	}
-	return "", "", errors.New("no cgroup v2 hierarchy mounted")
-}
-
-// unescapeMount undoes mountinfo's octal escapes of space, tab, newline and
-// backslash.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-// cgroupPath returns the v2 path ("0::/...") of a /proc/PID/cgroup file.
-func cgroupPath(file string) (string, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", err
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if p, ok := strings.CutPrefix(line, "0::"); ok {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s has no cgroup v2 entry (0::)", file)
+	return d, nil
 }
 
 // maxCgroupDirs bounds the walk below a cgroup: a pod has a handful of

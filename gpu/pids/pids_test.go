@@ -178,28 +178,16 @@ func TestCgroupPIDsParsesTree(t *testing.T) {
 func TestCgroupErrors(t *testing.T) {
 	proc := t.TempDir()
 	write(t, filepath.Join(proc, "self/mountinfo"), "25 1 0:23 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n")
+	write(t, filepath.Join(proc, "1/cgroup"), "0::/a\n")
 	if _, err := cgroupDir(proc, 1); err == nil || !strings.Contains(err.Error(), "no cgroup v2") {
 		t.Fatalf("v1-only host: err %v", err)
 	}
-	if _, err := cgroupPath(filepath.Join(proc, "missing")); err == nil {
+	if _, err := cgroupDir(proc, 2); err == nil {
 		t.Fatal("missing cgroup file accepted")
 	}
 	write(t, filepath.Join(proc, "9/cgroup"), "4:memory:/x\n")
-	if _, err := cgroupPath(filepath.Join(proc, "9/cgroup")); err == nil {
-		t.Fatal("cgroup file without 0:: accepted")
-	}
-}
-
-func TestUnescapeMount(t *testing.T) {
-	for in, want := range map[string]string{
-		`/a\040b`:   "/a b",
-		`/plain`:    "/plain",
-		`/x\134y`:   `/x\y`,
-		`/trail\04`: `/trail\04`,
-	} {
-		if got := unescapeMount(in); got != want {
-			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
-		}
+	if _, err := cgroupDir(proc, 9); err == nil || !strings.Contains(err.Error(), "no cgroup v2") {
+		t.Fatalf("cgroup file without 0:: accepted: %v", err)
 	}
 }
 
