@@ -154,6 +154,7 @@ func TestKubeAPIServer(t *testing.T) {
 		regard string // kind/name an Event must regard (skipped pods)
 	}{
 		{"triton", triton, "triton", "injected", ""},
+		{"triton-dra", reviewObject(t, "triton-dra"), "triton-dra", "injected", ""},
 		{"kserve-predictor", reviewObject(t, "kserve-predictor"), "kserve-predictor", "injected", ""},
 		// eBPF: hostPID, the tracefs hostPath volume and its mount, added
 		// capabilities — the apiserver's validation of all of them.

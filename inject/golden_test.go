@@ -31,6 +31,7 @@ var goldenCases = []struct {
 }{
 	{"triton", OptIn, "injected"},
 	{"triton-unlabelled", OptIn, "injected"}, // no labels map: the label op adds one
+	{"triton-dra", OptIn, "injected"},        // the GPU through a DRA claim, which the sidecar shares
 	{"kserve-predictor", Namespace, "injected"},
 	{"kserve-raw-ebpf", OptIn, "injected"},
 	{"unannotated", OptIn, "ignored"},

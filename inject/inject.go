@@ -330,11 +330,19 @@ func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
 	}
 
 	side := sidecar(image, cfg, routes, args, res, ebpf)
+	// NVML in the sidecar needs the server's GPUs in its container. A
+	// device plugin gives a device to the container that requests it
+	// only; a DRA claim can be shared by the pod's containers, and the
+	// driver then makes the same devices (and libnvidia-ml) visible in
+	// both.
+	if si := slices.IndexFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == server }); si >= 0 {
+		side.Resources.Claims = slices.Clone(pod.Spec.Containers[si].Resources.Claims)
+	}
 	// The leak projection's limit: the server's cgroup is another
 	// container's, which the sidecar cannot read in its own cgroup
 	// namespace; the kubelet gives its limit (node allocatable without one).
 	side.Env = append(side.Env, corev1.EnvVar{Name: "INFERWATCH_UPSTREAM_MEMORY_LIMIT", ValueFrom: &corev1.EnvVarSource{
-		ResourceFieldRef: &corev1.ResourceFieldSelector{ContainerName: server, Resource: "limits.memory"}}})
+		ResourceFieldRef: &corev1.ResourceFieldSelector{ContainerName: server, Resource: "limits.memory", Divisor: resource.MustParse("1")}}})
 	if ebpf {
 		// The OOM probe is a classic tracepoint, found through tracefs,
 		// which a container has not mounted and cannot mount without
