@@ -158,3 +158,55 @@ func TestUnescape(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeTreeInANamespace: a container with a cgroup namespace that has
+// the node's hierarchy mounted too (Root "/../../..") finds another
+// container's cgroup ("/../ctrB") there, anchored at its own.
+func TestNodeTreeInANamespace(t *testing.T) {
+	pid := 4242
+	for _, tc := range []struct {
+		name, self string // this process's cgroup in its namespace
+	}{{"at the namespace root", "/"}, {"below it", "/sub"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			own := "kubepods/pod1/ctrA"
+			if tc.self != "/" {
+				own += tc.self
+			}
+			node := tree(t, map[string]string{
+				own + "/cgroup.procs":             "1\n4242\n",
+				"kubepods/pod1/ctrB/cgroup.procs": "77\n",
+				"kubepods/pod1/ctrB/memory.max":   "268435456\n",
+				"kubepods/pod1/memory.max":        "536870912\n",
+				"kubepods/pod2/ctrC/cgroup.procs": "4243\n",
+				"kubepods/pod2/ctrC/memory.max":   "max\n",
+			})
+			ownMount := Mount{Point: filepath.Join(node, "..", "own-view"), Root: "/", V2: true}
+			mounts := []Mount{ownMount, {Point: node, Root: "/../../..", V2: true}}
+			anchor(mounts, ParseProcCgroup([]byte("0::"+tc.self+"\n")), pid)
+			if want := filepath.Join(node, "kubepods/pod1/ctrA"); mounts[1].NSRoot != want || mounts[0].NSRoot != "" {
+				t.Fatalf("NSRoot %q (own view %q), want %q", mounts[1].NSRoot, mounts[0].NSRoot, want)
+			}
+			d, err := ParseProcCgroup([]byte("0::/../ctrB\n")).Dir(mounts, "cpu")
+			if err != nil || d != filepath.Join(node, "kubepods/pod1/ctrB") {
+				t.Fatalf("another container: %q, %v", d, err)
+			}
+			n, from, err := ParseProcCgroup([]byte("0::/../ctrB\n")).MemoryLimit(mounts)
+			if err != nil || n != 268435456 || from != filepath.Join(node, "kubepods/pod1/ctrB/memory.max") {
+				t.Fatalf("its limit %d from %q, %v", n, from, err)
+			}
+			if d, err := ParseProcCgroup([]byte("0::/\n")).Dir(mounts, "cpu"); err != nil || d != ownMount.Point {
+				t.Fatalf("own cgroup: %q, %v; want the own view first", d, err)
+			}
+			if _, err := ParseProcCgroup([]byte("0::/../../../../x\n")).Dir(mounts, "cpu"); !errors.Is(err, ErrOutside) {
+				t.Fatalf("above the node's tree: %v", err)
+			}
+		})
+	}
+	// Not found: no anchor, and another container's cgroup stays out.
+	node := tree(t, map[string]string{"kubepods/pod1/ctrB/cgroup.procs": "77\n"})
+	mounts := []Mount{{Point: node, Root: "/../../..", V2: true}}
+	anchor(mounts, ParseProcCgroup([]byte("0::/\n")), pid)
+	if _, err := ParseProcCgroup([]byte("0::/../ctrB\n")).Dir(mounts, "cpu"); mounts[0].NSRoot != "" || !errors.Is(err, ErrOutside) {
+		t.Fatalf("unanchored: NSRoot %q, %v", mounts[0].NSRoot, err)
+	}
+}

@@ -2,6 +2,7 @@ package cgroup
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -18,6 +19,12 @@ type Mount struct {
 	Root        string   // the hierarchy's path shown there: "/", or a sub-tree's
 	V2          bool     // the unified hierarchy
 	Controllers []string // v1: the controllers bound to it
+	// NSRoot is the directory under Point of this process's cgroup
+	// namespace root, where the mount shows a tree above that root (Root
+	// "/../.."): a node's hierarchy mounted into a container with a cgroup
+	// namespace. Another container's cgroup, "/../other" in
+	// /proc/PID/cgroup, is then found relative to it. SelfMounts sets it.
+	NSRoot string
 }
 
 // ParseMountinfo picks the cgroup mounts out of a /proc/PID/mountinfo.
@@ -52,7 +59,101 @@ func SelfMounts() ([]Mount, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cgroup mounts: %w", err)
 	}
-	return ParseMountinfo(b), nil
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, fmt.Errorf("cgroup mounts: %w", err)
+	}
+	mounts := ParseMountinfo(b)
+	anchor(mounts, ParseProcCgroup(self), os.Getpid())
+	return mounts, nil
+}
+
+// maxAnchorDirs bounds the search for this process's cgroup in a mount
+// showing a tree above its namespace: a node's pods and containers.
+const maxAnchorDirs = 20000
+
+// anchor sets NSRoot on the mounts that show a tree above this process's
+// cgroup namespace root: it looks for the cgroup whose cgroup.procs lists
+// pid at the depth where self's cgroup must be, and takes self's path off.
+func anchor(mounts []Mount, self Membership, pid int) {
+	for i, m := range mounts {
+		up := 0
+		for seg := range strings.SplitSeq(strings.Trim(m.Root, "/"), "/") {
+			if seg != ".." {
+				up = -1 // "/../x": a sibling's tree, not one above ours
+				break
+			}
+			up++
+		}
+		if up <= 0 {
+			continue
+		}
+		own, ok := self.V2, self.HasV2
+		if !m.V2 {
+			own, ok = "", false
+			for _, c := range m.Controllers {
+				if p, found := self.ByCtrl[c]; found {
+					own, ok = p, true
+					break
+				}
+			}
+		}
+		if !ok || strings.HasPrefix(own, "/..") {
+			continue
+		}
+		own = path.Clean(own)
+		depth := up
+		if own != "/" {
+			depth += strings.Count(own, "/")
+		}
+		if d, found := findProcs(m.Point, depth, pid); found {
+			root := d
+			if own != "/" {
+				root = strings.TrimSuffix(d, filepath.FromSlash(own))
+			}
+			if root != d || own == "/" {
+				mounts[i].NSRoot = root
+			}
+		}
+	}
+}
+
+// findProcs walks dir's sub-directories depth levels down for the one
+// whose cgroup.procs lists pid.
+func findProcs(dir string, depth, pid int) (string, bool) {
+	level := []string{dir}
+	seen := 0
+	for range depth {
+		var next []string
+		for _, d := range level {
+			ents, err := os.ReadDir(d)
+			if err != nil {
+				continue
+			}
+			for _, e := range ents {
+				if e.IsDir() {
+					next = append(next, filepath.Join(d, e.Name()))
+				}
+			}
+			if seen += len(ents); seen > maxAnchorDirs {
+				return "", false
+			}
+		}
+		level = next
+	}
+	want := strconv.Itoa(pid)
+	for _, d := range level {
+		b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			if strings.TrimSpace(line) == want {
+				return d, true
+			}
+		}
+	}
+	return "", false
 }
 
 // unescape undoes mountinfo's octal escapes (\040 for a space).
@@ -122,20 +223,36 @@ func (m Membership) Dir(mounts []Mount, controller string) (string, error) {
 
 // dir is Dir, and the mount it found the directory under.
 func (m Membership) dir(mounts []Mount, controller string) (string, Mount, error) {
+	// A hierarchy can be mounted more than once (a container's own
+	// cgroup, and the node's tree beside it): the first that shows the
+	// cgroup wins.
+	var first error
 	if p, ok := m.ByCtrl[controller]; ok && controller != "" {
 		for _, mt := range mounts {
 			if !mt.V2 && slices.Contains(mt.Controllers, controller) {
 				d, err := join(mt, p)
-				return d, mt, err
+				if err == nil {
+					return d, mt, nil
+				}
+				first = cmp.Or(first, err)
 			}
+		}
+		if first != nil {
+			return "", Mount{}, first
 		}
 	}
 	if m.HasV2 {
 		for _, mt := range mounts {
 			if mt.V2 {
 				d, err := join(mt, m.V2)
-				return d, mt, err
+				if err == nil {
+					return d, mt, nil
+				}
+				first = cmp.Or(first, err)
 			}
+		}
+		if first != nil {
+			return "", Mount{}, first
 		}
 		return "", Mount{}, fmt.Errorf("cgroup %s: no cgroup v2 hierarchy is mounted: %w", m.V2, ErrNotMounted)
 	}
@@ -148,6 +265,13 @@ func (m Membership) dir(mounts []Mount, controller string) (string, Mount, error
 // join maps a /proc/PID/cgroup path onto a mount whose root may be a
 // sub-tree.
 func join(m Mount, p string) (string, error) {
+	if m.NSRoot != "" {
+		d := filepath.Join(m.NSRoot, filepath.FromSlash(p))
+		if d != m.Point && !strings.HasPrefix(d, m.Point+string(filepath.Separator)) {
+			return "", fmt.Errorf("cgroup %s: %w (above the node's tree mounted at %s)", p, ErrOutside, m.Point)
+		}
+		return d, nil
+	}
 	// Another cgroup namespace's cgroup shows as a path up from ours.
 	if p == "/.." || strings.HasPrefix(p, "/../") {
 		return "", fmt.Errorf("cgroup %s: %w (another cgroup namespace)", p, ErrOutside)

@@ -142,6 +142,17 @@ const TracefsVolume = "inferwatch-tracefs"
 
 const tracefsPath = "/sys/kernel/tracing"
 
+// CgroupVolume is the node's cgroup tree (cgroupPath), which an eBPF
+// sidecar reads read-only at cgroupMountPath: the server's cgroup is
+// another container's, which the sidecar's own view of the tree leaves out,
+// and its cpu.stat is where CFS throttling is counted.
+const CgroupVolume = "inferwatch-cgroup"
+
+const (
+	cgroupPath      = "/sys/fs/cgroup"
+	cgroupMountPath = "/host/sys/fs/cgroup"
+)
+
 // Mode says how the webhook path wants unannotated pods treated.
 type Mode int
 
@@ -348,17 +359,26 @@ func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
 		// which a container has not mounted and cannot mount without
 		// CAP_SYS_ADMIN: the node's, read-only. A node without tracefs
 		// there leaves the directory empty and the probe off, said why.
-		if slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == TracefsVolume }) {
-			return Outcome{}, fmt.Errorf("the pod already has a volume named %s", TracefsVolume)
-		}
+		// The node's cgroup tree beside it, for the server's throttling. A
+		// v1 node mounts each hierarchy below it: read-only recursively
+		// where the runtime can, or those stay writable to the sidecar.
 		dir := corev1.HostPathDirectory
-		vol := corev1.Volume{Name: TracefsVolume, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: tracefsPath, Type: &dir}}}
-		if len(pod.Spec.Volumes) == 0 {
-			ops = append(ops, PatchOp{Op: "add", Path: "/spec/volumes", Value: []corev1.Volume{vol}})
-		} else {
-			ops = append(ops, PatchOp{Op: "add", Path: "/spec/volumes/-", Value: vol})
+		rro := corev1.RecursiveReadOnlyIfPossible
+		for _, hp := range []struct {
+			name, path, at string
+			rro            *corev1.RecursiveReadOnlyMode
+		}{{TracefsVolume, tracefsPath, tracefsPath, nil}, {CgroupVolume, cgroupPath, cgroupMountPath, &rro}} {
+			if slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == hp.name }) {
+				return Outcome{}, fmt.Errorf("the pod already has a volume named %s", hp.name)
+			}
+			vol := corev1.Volume{Name: hp.name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: hp.path, Type: &dir}}}
+			if len(pod.Spec.Volumes) == 0 && !slices.ContainsFunc(ops, func(op PatchOp) bool { return op.Path == "/spec/volumes" }) {
+				ops = append(ops, PatchOp{Op: "add", Path: "/spec/volumes", Value: []corev1.Volume{vol}})
+			} else {
+				ops = append(ops, PatchOp{Op: "add", Path: "/spec/volumes/-", Value: vol})
+			}
+			side.VolumeMounts = append(side.VolumeMounts, corev1.VolumeMount{Name: hp.name, MountPath: hp.at, ReadOnly: true, RecursiveReadOnly: hp.rro})
 		}
-		side.VolumeMounts = append(side.VolumeMounts, corev1.VolumeMount{Name: TracefsVolume, MountPath: tracefsPath, ReadOnly: true})
 	}
 	ops = append(ops, PatchOp{Op: "add", Path: "/spec/containers/-", Value: side})
 	if ebpf && !pod.Spec.HostPID {

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferwatch/inferwatch/cgroup"
 	"github.com/inferwatch/inferwatch/demo/loadgen"
 	"github.com/inferwatch/inferwatch/inject"
 	"github.com/inferwatch/inferwatch/internal/testenv"
@@ -474,7 +475,55 @@ func TestInjectedSidecar(t *testing.T) {
 			case !tc.podPIDNS && waits < calls:
 				t.Errorf("the server's threads waited for a CPU %v times over %v calls: not following its processes", waits, calls)
 			}
+
+			// CFS throttling of the server: its cgroup is another
+			// container's, outside the sidecar's own view of the tree; the
+			// injector mounts the node's beside it. A quota of 1 ms per
+			// 100 ms, put on the server's cgroup as a node's kubelet
+			// would, and a burst of calls.
+			throttle(t, p, server.name)
+			bctx, bcancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer bcancel()
+			_, _ = loadgen.Run(bctx, loadgen.Options{QPS: 200, Duration: time.Second,
+				Targets: []loadgen.Target{{Protocol: loadgen.ProtocolGRPC, Addr: grpcAddr, Model: loadgen.ModelMLP}}})
+			var throttled float64
+			for deadline := time.Now().Add(10 * time.Second); throttled == 0 && time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+				throttled, _ = metricSum(get(t, admin+"/metrics"), "inferwatch_cgroup_throttled_seconds_total", nil)
+			}
+			if throttled == 0 {
+				logs, _ := p.cmd("logs", sidecar.name)
+				t.Errorf("the server's cgroup was throttled and inferwatch_cgroup_throttled_seconds_total is 0:\n%s", logs)
+			}
 		})
+	}
+}
+
+// throttle puts a CFS quota of 1 ms per 100 ms on a container's cgroup,
+// found from its process.
+func throttle(t *testing.T, p *podman, name string) {
+	t.Helper()
+	out, err := p.cmd("inspect", "-f", "{{.State.Pid}}", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(out)
+	if err != nil {
+		t.Fatalf("container %s's PID %q: %v", name, out, err)
+	}
+	mounts, err := cgroup.SelfMounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := cgroup.ProcessDir(pid, mounts, "cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, quota := filepath.Join(dir, "cpu.max"), "1000 100000"
+	if _, err := os.Stat(file); err != nil {
+		file, quota = filepath.Join(dir, "cpu.cfs_quota_us"), "1000"
+	}
+	if err := os.WriteFile(file, []byte(quota), 0); err != nil {
+		t.Fatalf("throttling %s: %v", name, err)
 	}
 }
 

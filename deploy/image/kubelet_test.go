@@ -233,6 +233,11 @@ func mountFlags(t *testing.T, c corev1.Container, volumes map[string]corev1.Volu
 		if m.ReadOnly {
 			spec += ":ro"
 		}
+		// IfPossible falls back to a plain read-only bind where the
+		// runtime cannot make submounts read-only (podman 4's -v cannot).
+		if rro := m.RecursiveReadOnly; rro != nil && *rro == corev1.RecursiveReadOnlyEnabled {
+			t.Fatalf("volume mount %s: recursiveReadOnly Enabled, which this test cannot provide", m.Name)
+		}
 		flags = append(flags, "-v", spec)
 	}
 	return flags

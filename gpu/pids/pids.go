@@ -298,15 +298,26 @@ func CgroupPIDs(pid int) ([]int, error) {
 // cgroupDir returns the directory of pid's cgroup v2, as the mounts of
 // proc's self see it.
 func cgroupDir(proc string, pid int) (string, error) {
-	mi, err := os.ReadFile(filepath.Join(proc, "self", "mountinfo"))
-	if err != nil {
-		return "", fmt.Errorf("cgroup of PID %d: %w", pid, err)
+	var mounts []cgroup.Mount
+	if proc == procRoot {
+		// The real one also anchors a node's tree mounted in a container.
+		m, err := cgroup.SelfMounts()
+		if err != nil {
+			return "", fmt.Errorf("cgroup of PID %d: %w", pid, err)
+		}
+		mounts = m
+	} else {
+		mi, err := os.ReadFile(filepath.Join(proc, "self", "mountinfo"))
+		if err != nil {
+			return "", fmt.Errorf("cgroup of PID %d: %w", pid, err)
+		}
+		mounts = cgroup.ParseMountinfo(mi)
 	}
 	b, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "cgroup"))
 	if err != nil {
 		return "", fmt.Errorf("cgroup of PID %d: %w", pid, err)
 	}
-	d, err := cgroup.ParseProcCgroup(b).Dir(cgroup.ParseMountinfo(mi), "")
+	d, err := cgroup.ParseProcCgroup(b).Dir(mounts, "")
 	if err != nil {
 		return "", fmt.Errorf("cgroup of PID %d: %w", pid, err)
 	}
