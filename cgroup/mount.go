@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Mount is a cgroup hierarchy mounted in this mount namespace.
@@ -63,13 +64,28 @@ func SelfMounts() ([]Mount, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cgroup mounts: %w", err)
 	}
+	selfCache.Lock()
+	defer selfCache.Unlock()
+	if bytes.Equal(b, selfCache.mountinfo) && bytes.Equal(self, selfCache.cgroup) {
+		return slices.Clone(selfCache.mounts), nil
+	}
 	mounts := ParseMountinfo(b)
 	anchor(mounts, ParseProcCgroup(self), os.Getpid())
-	return mounts, nil
+	selfCache.mountinfo, selfCache.cgroup, selfCache.mounts = b, self, mounts
+	return slices.Clone(mounts), nil
 }
 
-// maxAnchorDirs bounds the search for this process's cgroup in a mount
-// showing a tree above its namespace: a node's pods and containers.
+// selfCache keeps the last anchored mounts: anchoring walks a node's tree,
+// and neither file changes while the mounts and the cgroup stay.
+var selfCache struct {
+	sync.Mutex
+	mountinfo, cgroup []byte
+	mounts            []Mount
+}
+
+// maxAnchorDirs bounds each level of the search for this process's cgroup
+// in a mount showing a tree above its namespace: a node's pods and
+// containers are a few hundred.
 const maxAnchorDirs = 20000
 
 // anchor sets NSRoot on the mounts that show a tree above this process's
@@ -122,7 +138,6 @@ func anchor(mounts []Mount, self Membership, pid int) {
 // whose cgroup.procs lists pid.
 func findProcs(dir string, depth, pid int) (string, bool) {
 	level := []string{dir}
-	seen := 0
 	for range depth {
 		var next []string
 		for _, d := range level {
@@ -135,7 +150,7 @@ func findProcs(dir string, depth, pid int) (string, bool) {
 					next = append(next, filepath.Join(d, e.Name()))
 				}
 			}
-			if seen += len(ents); seen > maxAnchorDirs {
+			if len(next) > maxAnchorDirs {
 				return "", false
 			}
 		}
