@@ -210,3 +210,21 @@ func TestNodeTreeInANamespace(t *testing.T) {
 		t.Fatalf("unanchored: NSRoot %q, %v", mounts[0].NSRoot, err)
 	}
 }
+
+// TestSelfMountsCached: a second call answers the same, and what a caller
+// does with its slice does not reach the next caller.
+func TestSelfMountsCached(t *testing.T) {
+	a, err := SelfMounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a) == 0 {
+		t.Fatal("no cgroup mounts in /proc/self/mountinfo")
+	}
+	want := a[0]
+	a[0].Point = "/changed"
+	b, err := SelfMounts()
+	if err != nil || len(b) != len(a) || b[0].Point != want.Point {
+		t.Fatalf("second call %+v, %v; want %d mounts, the first at %s", b, err, len(a), want.Point)
+	}
+}
