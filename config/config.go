@@ -51,6 +51,12 @@ type Host struct {
 	BPFBudget      float64  `yaml:"bpf_budget"`      // share of one core the probes may cost; default 0.03
 	UpstreamPIDs   []int    `yaml:"upstream_pids"`   // the upstream's processes; default: whoever listens on the first route's upstream port
 	UpstreamCgroup bool     `yaml:"upstream_cgroup"` // widen to every process of their cgroup (the pod)
+	// UpstreamBySocketUser finds the upstream port's processes by the
+	// listening socket's user where their descriptors are not readable: a
+	// pod sharing its PID namespace (shareProcessNamespace) with a server
+	// of another user. Its processes outside this one's cgroup must be in
+	// one cgroup (gpu/pids.SocketUserPIDs).
+	UpstreamBySocketUser bool `yaml:"upstream_by_socket_user"`
 	// UpstreamMemoryLimit is the memory the upstream may use, which a leak
 	// is projected against; default: its cgroup's limit, else MemTotal.
 	// Set it where the sidecar cannot see the upstream's cgroup (another

@@ -155,6 +155,7 @@ func TestKubeAPIServer(t *testing.T) {
 	}{
 		{"triton", triton, "triton", "injected", ""},
 		{"triton-dra", reviewObject(t, "triton-dra"), "triton-dra", "injected", ""},
+		{"triton-process-facts", reviewObject(t, "triton-process-facts"), "triton-process-facts", "injected", ""},
 		{"kserve-predictor", reviewObject(t, "kserve-predictor"), "kserve-predictor", "injected", ""},
 		// eBPF: hostPID, the tracefs hostPath volume and its mount, added
 		// capabilities — the apiserver's validation of all of them.

@@ -31,7 +31,8 @@ var goldenCases = []struct {
 }{
 	{"triton", OptIn, "injected"},
 	{"triton-unlabelled", OptIn, "injected"}, // no labels map: the label op adds one
-	{"triton-dra", OptIn, "injected"},        // the GPU through a DRA claim, which the sidecar shares
+	{"triton-dra", OptIn, "injected"},
+	{"triton-process-facts", OptIn, "injected"}, // shareProcessNamespace, the upstream by its socket's user        // the GPU through a DRA claim, which the sidecar shares
 	{"kserve-predictor", Namespace, "injected"},
 	{"kserve-raw-ebpf", OptIn, "injected"},
 	{"unannotated", OptIn, "ignored"},

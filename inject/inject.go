@@ -54,16 +54,19 @@ const (
 	// "http=8000,grpc=8001"; it overrides the defaults of the recognised server.
 	AnnPorts = Prefix + "ports"
 	// AnnContainer names the server container when the pod has several.
-	AnnContainer       = Prefix + "container"
-	AnnSLA             = Prefix + "sla"                     // model=duration,...
-	AnnTraceTarget     = Prefix + "trace-target-per-second" // float
-	AnnPushURL         = Prefix + "push-url"                // VictoriaMetrics import URL
-	AnnOTLPEndpoint    = Prefix + "otlp-endpoint"
-	AnnCPURequest      = Prefix + "cpu-request"
-	AnnMemoryRequest   = Prefix + "memory-request"
-	AnnCPULimit        = Prefix + "cpu-limit"
-	AnnMemoryLimit     = Prefix + "memory-limit"
-	AnnEBPF            = Prefix + "ebpf" // "true": load the eBPF probes (root + named capabilities)
+	AnnContainer     = Prefix + "container"
+	AnnSLA           = Prefix + "sla"                     // model=duration,...
+	AnnTraceTarget   = Prefix + "trace-target-per-second" // float
+	AnnPushURL       = Prefix + "push-url"                // VictoriaMetrics import URL
+	AnnOTLPEndpoint  = Prefix + "otlp-endpoint"
+	AnnCPURequest    = Prefix + "cpu-request"
+	AnnMemoryRequest = Prefix + "memory-request"
+	AnnCPULimit      = Prefix + "cpu-limit"
+	AnnMemoryLimit   = Prefix + "memory-limit"
+	AnnEBPF          = Prefix + "ebpf" // "true": load the eBPF probes (root + named capabilities)
+	// AnnProcessFacts "true": the pod shares one PID namespace, so that a
+	// sidecar without eBPF sees the server's processes (RSS, leak trend).
+	AnnProcessFacts    = Prefix + "process-facts"
 	AnnImage           = Prefix + "image"
 	ContainerName      = "inferwatch"
 	StatusInjected     = "injected"
@@ -278,6 +281,18 @@ func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
 	if v, ok := ann[AnnEBPF]; ok && v != "true" && v != "false" {
 		return Outcome{}, fmt.Errorf("%s: %q is not true or false", AnnEBPF, v)
 	}
+	processFacts := ann[AnnProcessFacts] == "true"
+	if v, ok := ann[AnnProcessFacts]; ok && v != "true" && v != "false" {
+		return Outcome{}, fmt.Errorf("%s: %q is not true or false", AnnProcessFacts, v)
+	}
+	// eBPF pods see the node's processes already (hostPID).
+	processFacts = processFacts && !ebpf && !pod.Spec.HostPID
+	if processFacts {
+		// The server usually runs as another user, whose descriptors
+		// (where its listening socket is found) the sidecar cannot read:
+		// it goes by the socket's user instead.
+		args = append(args, "--upstream-by-socket-user")
+	}
 	image := cfg.Image
 	if v := ann[AnnImage]; v != "" {
 		image = v
@@ -381,6 +396,9 @@ func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
 		}
 	}
 	ops = append(ops, PatchOp{Op: "add", Path: "/spec/containers/-", Value: side})
+	if processFacts && (pod.Spec.ShareProcessNamespace == nil || !*pod.Spec.ShareProcessNamespace) {
+		ops = append(ops, PatchOp{Op: "add", Path: "/spec/shareProcessNamespace", Value: true})
+	}
 	if ebpf && !pod.Spec.HostPID {
 		// The probes follow the server's processes by the kernel's PIDs, and
 		// a pod's own PID namespace (shareProcessNamespace included)

@@ -28,7 +28,7 @@ type host struct {
 // upstream is on this machine.
 func (s *Sidecar) upstreamSpec() pids.Spec {
 	h := s.cfg.Host
-	spec := pids.Spec{PIDs: h.UpstreamPIDs, Cgroup: h.UpstreamCgroup}
+	spec := pids.Spec{PIDs: h.UpstreamPIDs, Cgroup: h.UpstreamCgroup, SocketUser: h.UpstreamBySocketUser}
 	if len(spec.PIDs) == 0 && len(s.cfg.Routes) > 0 {
 		hostName, port, err := net.SplitHostPort(s.cfg.Routes[0].Upstream)
 		if ip := net.ParseIP(hostName); err == nil && (hostName == "localhost" || (ip != nil && ip.IsLoopback())) {

@@ -60,6 +60,7 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 	bpfBudget := fs.Float64("bpf-budget", 0.03, "share of one core the eBPF probes may cost")
 	var upPIDs listFlag
 	fs.Var(&upPIDs, "upstream-pid", "the upstream's PID (repeatable); default: whoever listens on the first upstream port")
+	bySocketUser := fs.Bool("upstream-by-socket-user", false, "find the upstream port's processes by the listening socket's user where their descriptors are not readable (a pod with shareProcessNamespace, the server another user)")
 	var upMem config.Bytes
 	fs.Var(&upMem, "upstream-memory-limit", "the memory the upstream may use (bytes, or 256Mi, 4Gi...), which a leak is projected against; default: its cgroup's limit, else MemTotal")
 	labels := cmdline.Labels{}
@@ -126,6 +127,9 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 			cfg.Host.UpstreamPIDs = append(cfg.Host.UpstreamPIDs, pid)
 		}
 		pick("upstream-memory-limit", func() { cfg.Host.UpstreamMemoryLimit = upMem })
+		if *bySocketUser {
+			cfg.Host.UpstreamBySocketUser = true
+		}
 		cfg.Alerting.AlertmanagerURLs = append(cfg.Alerting.AlertmanagerURLs, amURLs...)
 		if *webhook != "" {
 			cfg.Alerting.WebhookURL = *webhook

@@ -243,6 +243,7 @@ func reviewPod(t *testing.T, file string) *corev1.Pod {
 type injected struct {
 	c       corev1.Container
 	hostPID bool                     // the pod is put in the host's PID namespace
+	sharePN bool                     // the pod's containers share one PID namespace
 	volumes map[string]corev1.Volume // the pod's volumes the patch adds, by name
 }
 
@@ -266,6 +267,8 @@ func sidecarOf(t *testing.T, patch []inject.PatchOp) injected {
 			found = in.c.Name == inject.ContainerName
 		case "/spec/hostPID":
 			_ = json.Unmarshal(raw, &in.hostPID)
+		case "/spec/shareProcessNamespace":
+			_ = json.Unmarshal(raw, &in.sharePN)
 		case "/spec/volumes":
 			_ = json.Unmarshal(raw, &vols)
 		case "/spec/volumes/-":
@@ -302,8 +305,12 @@ func TestInjectedSidecar(t *testing.T) {
 		// serverMemory is a memory limit given to the server's container
 		// (the pod's first) before injection; "" none.
 		serverMemory string
+		// processFacts asks for inject.AnnProcessFacts; the server then
+		// runs as root, whose descriptors the sidecar (65532) cannot read.
+		processFacts bool
 	}{
 		{name: "triton", review: "triton.json"},
+		{name: "triton with process facts", review: "triton.json", processFacts: true},
 		{name: "KServe with eBPF", review: "kserve-raw-ebpf.json", bpf: true, serverMemory: "1Gi"},
 		{name: "eBPF in the pod's PID namespace", review: "kserve-raw-ebpf.json", bpf: true, podPIDNS: true},
 	} {
@@ -319,6 +326,9 @@ func TestInjectedSidecar(t *testing.T) {
 				srv.Resources.Limits[corev1.ResourceMemory] = serverMem
 			}
 			allocatable := resource.MustParse("7Gi")
+			if tc.processFacts {
+				pod.Annotations[inject.AnnProcessFacts] = "true"
+			}
 			cfg := inject.DefaultConfig()
 			cfg.Image = img
 			cfg.ImagePullPolicy = corev1.PullNever
@@ -330,6 +340,9 @@ func TestInjectedSidecar(t *testing.T) {
 			side, hostPID := in.c, in.hostPID
 			if hostPID != tc.bpf {
 				t.Fatalf("hostPID %v with eBPF %v: the probes see the kernel's PIDs", hostPID, tc.bpf)
+			}
+			if in.sharePN != tc.processFacts {
+				t.Fatalf("shareProcessNamespace %v with %s %v", in.sharePN, inject.AnnProcessFacts, tc.processFacts)
 			}
 
 			// The model server stands where the injector moved the
@@ -349,6 +362,9 @@ func TestInjectedSidecar(t *testing.T) {
 			if !serverMem.IsZero() {
 				srvFlags = append(srvFlags, "--memory", strconv.FormatInt(serverMem.Value(), 10))
 			}
+			if tc.processFacts {
+				srvFlags = append(srvFlags, "--user", "0")
+			}
 			server := p.start(t, srvFlags, img, "modelserver", "--grpc-listen", grpcUp, "--http-listen", httpUp)
 			env := envOf(t, side.Env, downward{
 				fields: map[string]string{
@@ -360,7 +376,7 @@ func TestInjectedSidecar(t *testing.T) {
 			})
 			flags := []string{"--network", "container:" + server.name}
 			switch {
-			case tc.podPIDNS:
+			case tc.podPIDNS || in.sharePN:
 				flags = append(flags, "--pid", "container:"+server.name)
 			case hostPID:
 				flags = append(flags, "--pid", "host")
@@ -431,8 +447,9 @@ func TestInjectedSidecar(t *testing.T) {
 			// against, is the kubelet's figure for the server's container
 			// (its cgroup is another container's, out of the sidecar's
 			// view in Kubernetes): where the sidecar sees the server's
-			// process (eBPF pods), the leak watch has it.
-			if tc.bpf {
+			// process (eBPF pods, and pods sharing their PID namespace),
+			// the leak watch has it.
+			if tc.bpf || tc.processFacts {
 				want := allocatable.Value()
 				if !serverMem.IsZero() {
 					want = serverMem.Value()

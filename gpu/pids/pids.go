@@ -34,6 +34,10 @@ type Spec struct {
 	PIDs   []int // explicit PIDs
 	Port   int   // TCP port the upstream listens on, in this network namespace; 0: none
 	Cgroup bool  // widen every PID found to all PIDs of its cgroup v2 subtree
+	// SocketUser finds Port's upstream by the listening socket's user when
+	// no readable process holds the socket (SocketUserPIDs): for a pod
+	// sharing its PID namespace with a server running as another user.
+	SocketUser bool
 }
 
 // IsZero reports whether s names no source at all.
@@ -47,6 +51,14 @@ func (s Spec) Resolve() ([]int, error) {
 	var errs []error
 	if s.Port != 0 {
 		p, err := ListeningPIDs(s.Port)
+		if err != nil && s.SocketUser && errors.Is(err, ErrNotFound) {
+			var uerr error
+			if p, uerr = SocketUserPIDs(s.Port); uerr == nil {
+				err = nil
+			} else {
+				err = errors.Join(err, uerr)
+			}
+		}
 		if err != nil {
 			errs = append(errs, err)
 		}
