@@ -152,6 +152,17 @@ const tcpListen = "0A"
 // listenInodes adds to inodes the socket inodes of the table at path (the
 // format of /proc/net/tcp and tcp6) that listen on port.
 func listenInodes(path string, port int, inodes map[uint64]bool) error {
+	return listeners(path, port, func(fields []string) {
+		if ino, err := strconv.ParseUint(fields[9], 10, 64); err == nil && ino != 0 {
+			inodes[ino] = true
+		}
+	})
+}
+
+// listeners calls each with the fields of every line of the table at path
+// (the format of /proc/net/tcp and tcp6) that listens on port: sl
+// local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode.
+func listeners(path string, port int, each func(fields []string)) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -160,7 +171,6 @@ func listenInodes(path string, port int, inodes map[uint64]bool) error {
 	sc := bufio.NewScanner(f)
 	sc.Scan() // header
 	for sc.Scan() {
-		// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ...
 		fields := strings.Fields(sc.Text())
 		if len(fields) < 10 || fields[3] != tcpListen {
 			continue
@@ -169,15 +179,9 @@ func listenInodes(path string, port int, inodes map[uint64]bool) error {
 		if !ok {
 			continue
 		}
-		p, err := strconv.ParseUint(hexPort, 16, 16)
-		if err != nil || int(p) != port {
-			continue
+		if p, err := strconv.ParseUint(hexPort, 16, 16); err == nil && int(p) == port {
+			each(fields)
 		}
-		ino, err := strconv.ParseUint(fields[9], 10, 64)
-		if err != nil || ino == 0 {
-			continue
-		}
-		inodes[ino] = true
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("read %s: %w", path, err)

@@ -1,7 +1,6 @@
 package pids
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -78,36 +77,14 @@ func socketUserPIDs(proc string, port int) ([]int, error) {
 }
 
 // listenUIDs adds the users owning the sockets listening on port in the
-// table at path (the format of /proc/net/tcp).
+// table at path (the format of /proc/net/tcp); a missing table (no IPv6)
+// adds none.
 func listenUIDs(path string, port int, uids map[string]bool) error {
-	f, err := os.Open(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil // no IPv6
-		}
-		return err
+	err := listeners(path, port, func(fields []string) { uids[fields[7]] = true })
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Scan() // header
-	for sc.Scan() {
-		// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ...
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 10 || fields[3] != tcpListen {
-			continue
-		}
-		_, hexPort, ok := strings.Cut(fields[1], ":")
-		if !ok {
-			continue
-		}
-		if p, err := strconv.ParseUint(hexPort, 16, 16); err == nil && int(p) == port {
-			uids[fields[7]] = true
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("read %s: %w", path, err)
-	}
-	return nil
+	return err
 }
 
 // effectiveUID reads the effective user of a /proc/PID/status (readable to
