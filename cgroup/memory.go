@@ -77,11 +77,11 @@ func readLimit(p string) (n int64, ok bool, err error) {
 
 // ProcessMemoryLimit is MemoryLimit for a process of this PID namespace.
 func ProcessMemoryLimit(pid int, mounts []Mount) (int64, string, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	m, err := processMembership(pid)
 	if err != nil {
 		return 0, "", fmt.Errorf("memory limit of PID %d: %w", pid, err)
 	}
-	n, f, err := ParseProcCgroup(b).MemoryLimit(mounts)
+	n, f, err := m.MemoryLimit(mounts)
 	if err != nil {
 		return 0, "", fmt.Errorf("memory limit of PID %d: %w", pid, err)
 	}

@@ -304,13 +304,23 @@ func join(m Mount, p string) (string, error) {
 
 // ProcessDir is Dir for a process of this PID namespace.
 func ProcessDir(pid int, mounts []Mount, controller string) (string, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	m, err := processMembership(pid)
 	if err != nil {
 		return "", fmt.Errorf("cgroup of PID %d: %w", pid, err)
 	}
-	d, err := ParseProcCgroup(b).Dir(mounts, controller)
+	d, err := m.Dir(mounts, controller)
 	if err != nil {
 		return "", fmt.Errorf("cgroup of PID %d: %w", pid, err)
 	}
 	return d, nil
+}
+
+// processMembership reads /proc/PID/cgroup of a process of this PID
+// namespace.
+func processMembership(pid int) (Membership, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return Membership{}, err
+	}
+	return ParseProcCgroup(b), nil
 }

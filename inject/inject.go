@@ -300,7 +300,7 @@ func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
 
 	var ops []PatchOp
 	var routes []route
-	var server string // the model server's container
+	server := -1 // the model server's container
 	qp := slices.IndexFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == "queue-proxy" })
 	if qp >= 0 {
 		// KServe serverless: queue-proxy → sidecar → model server. The server
@@ -315,10 +315,10 @@ func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
 			return Outcome{}, fmt.Errorf("queue-proxy USER_PORT %q is not a port", q.Env[ei].Value)
 		}
 		proto := "http"
-		if s := pod.Spec.Containers[serverIndex(pod, qp)]; len(s.Ports) > 0 && s.Ports[0].Name == "h2c" {
+		server = serverIndex(pod, qp)
+		if s := pod.Spec.Containers[server]; len(s.Ports) > 0 && s.Ports[0].Name == "h2c" {
 			proto = "grpc"
 		}
-		server = pod.Spec.Containers[serverIndex(pod, qp)].Name
 		routes = append(routes, route{proto: proto, listen: queueProxyPort, upstream: int32(up), name: "iw-" + proto})
 		q.Env[ei].Value = strconv.Itoa(queueProxyPort)
 		ops = append(ops, PatchOp{Op: "replace", Path: fmt.Sprintf("/spec/containers/%d", qp), Value: q})
@@ -328,7 +328,7 @@ func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
 			return Outcome{}, err
 		}
 		srv := pod.Spec.Containers[si].DeepCopy()
-		server = srv.Name
+		server = si
 		kind := kindOf(srv)
 		ports, err := inferencePorts(ann, kind)
 		if err != nil {
@@ -361,14 +361,12 @@ func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
 	// only; a DRA claim can be shared by the pod's containers, and the
 	// driver then makes the same devices (and libnvidia-ml) visible in
 	// both.
-	if si := slices.IndexFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == server }); si >= 0 {
-		side.Resources.Claims = slices.Clone(pod.Spec.Containers[si].Resources.Claims)
-	}
+	side.Resources.Claims = slices.Clone(pod.Spec.Containers[server].Resources.Claims)
 	// The leak projection's limit: the server's cgroup is another
 	// container's, which the sidecar cannot read in its own cgroup
 	// namespace; the kubelet gives its limit (node allocatable without one).
 	side.Env = append(side.Env, corev1.EnvVar{Name: "INFERWATCH_UPSTREAM_MEMORY_LIMIT", ValueFrom: &corev1.EnvVarSource{
-		ResourceFieldRef: &corev1.ResourceFieldSelector{ContainerName: server, Resource: "limits.memory", Divisor: resource.MustParse("1")}}})
+		ResourceFieldRef: &corev1.ResourceFieldSelector{ContainerName: pod.Spec.Containers[server].Name, Resource: "limits.memory", Divisor: resource.MustParse("1")}}})
 	if ebpf {
 		// The OOM probe is a classic tracepoint, found through tracefs,
 		// which a container has not mounted and cannot mount without
