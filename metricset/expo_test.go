@@ -5,85 +5,40 @@ import (
 	"math"
 	"sort"
 	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/inferwatch/inferwatch/internal/exposition"
 )
 
-// sample is one line of exposition text.
-type sample struct {
-	name   string
-	labels map[string]string
-	value  float64
-}
+// page is a parsed /metrics page, with lookups these tests share.
+type page struct{ exposition.Page }
 
-// exposition is a parsed /metrics page plus its # TYPE and # HELP lines.
-type exposition struct {
-	samples []sample
-	types   map[string]string
-	help    map[string]string
-}
-
-func scrape(t *testing.T, s *Set) exposition {
+func scrape(t *testing.T, s *Set) page {
 	t.Helper()
 	var buf bytes.Buffer
 	s.WritePrometheus(&buf)
-	return parseExposition(t, buf.String())
-}
-
-// parseExposition reads the subset of the text format the library writes:
-// no timestamps, label values without escapes.
-func parseExposition(t *testing.T, text string) exposition {
-	t.Helper()
-	e := exposition{types: map[string]string{}, help: map[string]string{}}
-	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
-		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
-			name, typ, _ := strings.Cut(rest, " ")
-			e.types[name] = typ
-			continue
-		}
-		if rest, ok := strings.CutPrefix(line, "# HELP "); ok {
-			name, text, _ := strings.Cut(rest, " ")
-			e.help[name] = text
-			continue
-		}
-		sp := strings.LastIndexByte(line, ' ')
-		if sp < 0 {
-			t.Fatalf("line without value: %q", line)
-		}
-		v, err := strconv.ParseFloat(line[sp+1:], 64)
-		if err != nil {
-			t.Fatalf("line %q: %v", line, err)
-		}
-		smp := sample{labels: map[string]string{}, value: v}
-		series := line[:sp]
-		name, lbls, hasLabels := strings.Cut(series, "{")
-		smp.name = name
-		if hasLabels {
-			for _, kv := range strings.Split(strings.TrimSuffix(lbls, "}"), ",") {
-				k, v, _ := strings.Cut(kv, "=")
-				smp.labels[k] = strings.Trim(v, `"`)
-			}
-		}
-		e.samples = append(e.samples, smp)
+	p, err := exposition.Parse(buf.String())
+	if err != nil {
+		t.Fatal(err)
 	}
-	return e
+	return page{p}
 }
 
 // value returns the sample with exactly these labels, or NaN.
-func (e exposition) value(name string, labels map[string]string) float64 {
-	for _, s := range e.samples {
-		if s.name == name && sameLabels(s.labels, labels) {
-			return s.value
+func (e page) value(name string, labels map[string]string) float64 {
+	for _, s := range e.Samples {
+		if s.Name == name && sameLabels(s.Labels, labels) {
+			return s.Value
 		}
 	}
 	return math.NaN()
 }
 
 // count is how many samples of name there are.
-func (e exposition) count(name string) int {
+func (e page) count(name string) int {
 	n := 0
-	for _, s := range e.samples {
-		if s.name == name {
+	for _, s := range e.Samples {
+		if s.Name == name {
 			n++
 		}
 	}
@@ -94,14 +49,14 @@ type bucket struct{ le, count float64 }
 
 // buckets returns the cumulative buckets of histogram name with these labels
 // (le aside), in order of le.
-func (e exposition) buckets(name string, labels map[string]string) []bucket {
+func (e page) buckets(name string, labels map[string]string) []bucket {
 	var out []bucket
-	for _, s := range e.samples {
-		if s.name != name+"_bucket" {
+	for _, s := range e.Samples {
+		if s.Name != name+"_bucket" {
 			continue
 		}
 		rest := map[string]string{}
-		for k, v := range s.labels {
+		for k, v := range s.Labels {
 			if k != "le" {
 				rest[k] = v
 			}
@@ -109,11 +64,11 @@ func (e exposition) buckets(name string, labels map[string]string) []bucket {
 		if !sameLabels(rest, labels) {
 			continue
 		}
-		le, err := strconv.ParseFloat(s.labels["le"], 64)
+		le, err := strconv.ParseFloat(s.Labels["le"], 64)
 		if err != nil {
 			continue
 		}
-		out = append(out, bucket{le, s.value})
+		out = append(out, bucket{le, s.Value})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].le < out[j].le })
 	return out
@@ -172,7 +127,7 @@ func TestAddHelp(t *testing.T) {
 		{"inferwatch_records_dropped_total", help["inferwatch_records_dropped_total"]},
 		{"inferwatch_undescribed_total", ""},
 	} {
-		if got, ok := e.help[tc.name]; !ok || got != tc.want {
+		if got, ok := e.Help[tc.name]; !ok || got != tc.want {
 			t.Errorf("# HELP %s = %q (present %v), want %q", tc.name, got, ok, tc.want)
 		}
 	}

@@ -74,7 +74,7 @@ func TestObserveLLM(t *testing.T) {
 		}
 	}
 	for name := range help {
-		if strings.HasPrefix(name, "inferwatch_llm_") && e.help[name] == "" {
+		if strings.HasPrefix(name, "inferwatch_llm_") && e.Help[name] == "" {
 			t.Errorf("no # HELP text for %s", name)
 		}
 	}

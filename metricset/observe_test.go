@@ -148,7 +148,7 @@ func TestObserveExposition(t *testing.T) {
 		if strings.HasPrefix(name, "inferwatch_llm_") {
 			continue // made by generative calls only: TestObserveLLM
 		}
-		if e.help[name] == "" {
+		if e.Help[name] == "" {
 			t.Errorf("no # HELP text for %s", name)
 		}
 	}
@@ -159,8 +159,8 @@ func TestObserveExposition(t *testing.T) {
 		"inferwatch_errors_total":             "counter",
 	}
 	for name, typ := range types {
-		if e.types[name] != typ {
-			t.Errorf("# TYPE %s = %q, want %q", name, e.types[name], typ)
+		if e.Types[name] != typ {
+			t.Errorf("# TYPE %s = %q, want %q", name, e.Types[name], typ)
 		}
 	}
 }
@@ -252,9 +252,9 @@ func TestLabelCaps(t *testing.T) {
 			}
 			e := scrape(t, s)
 			got := map[string]float64{}
-			for _, smp := range e.samples {
-				if smp.name == "inferwatch_requests_total" {
-					got[smp.labels["model"]+"/"+smp.labels["version"]] += smp.value
+			for _, smp := range e.Samples {
+				if smp.Name == "inferwatch_requests_total" {
+					got[smp.Labels["model"]+"/"+smp.Labels["version"]] += smp.Value
 				}
 			}
 			if len(got) != len(tt.want) {
@@ -290,12 +290,12 @@ func TestStageAndMethodCaps(t *testing.T) {
 	e := scrape(t, s)
 	stages := map[string]float64{}
 	methods := map[string]float64{}
-	for _, smp := range e.samples {
-		switch smp.name {
+	for _, smp := range e.Samples {
+		switch smp.Name {
 		case "inferwatch_server_stage_duration_seconds_count":
-			stages[smp.labels["stage"]] += smp.value
+			stages[smp.Labels["stage"]] += smp.Value
 		case "inferwatch_requests_total":
-			methods[smp.labels["method"]] += smp.value
+			methods[smp.Labels["method"]] += smp.Value
 		}
 	}
 	wantStages := map[string]float64{"s0": 20, "s1": 20, "other": 18 * 20}

@@ -59,7 +59,7 @@ func TestPollerSeesLoadsNobodyAsked(t *testing.T) {
 			if err := p.Poll(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if got := scrape(set); len(got) != 0 {
+			if got := scrape(t, set); len(got) != 0 {
 				t.Fatalf("models no call named are followed: %v", got)
 			}
 			infer() // names the model
@@ -84,7 +84,7 @@ func TestPollerSeesLoadsNobodyAsked(t *testing.T) {
 				if err := p.Poll(ctx); err != nil {
 					t.Fatal(err)
 				}
-				got := scrape(set)
+				got := scrape(t, set)
 				for k, v := range st.want {
 					if got[k] != v {
 						t.Errorf("%s: %s = %q, want %q", st.name, k, got[k], v)
@@ -93,7 +93,7 @@ func TestPollerSeesLoadsNobodyAsked(t *testing.T) {
 			}
 			infer()
 			infer()
-			if got := scrape(set)[`inferwatch_model_cold_request_duration_seconds_count{model="mnist-mlp",version="1"}`]; got != "1" {
+			if got := scrape(t, set)[`inferwatch_model_cold_request_duration_seconds_count{model="mnist-mlp",version="1"}`]; got != "1" {
 				t.Errorf("cold calls %q, want 1", got)
 			}
 		})

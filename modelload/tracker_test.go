@@ -2,11 +2,13 @@ package modelload_test
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/inferwatch/inferwatch/inferapi"
+	"github.com/inferwatch/inferwatch/internal/exposition"
 	"github.com/inferwatch/inferwatch/metricset"
 	"github.com/inferwatch/inferwatch/modelload"
 	"github.com/inferwatch/inferwatch/record"
@@ -186,7 +188,7 @@ func TestTracker(t *testing.T) {
 			for _, c := range tt.calls {
 				tr.Observe(c.record())
 			}
-			got := scrape(set)
+			got := scrape(t, set)
 			for series, v := range tt.want {
 				if got[series] != v {
 					t.Errorf("%s = %q, want %q", series, got[series], v)
@@ -201,17 +203,19 @@ func TestTracker(t *testing.T) {
 	}
 }
 
-// scrape returns the inferwatch_model_* series of set's exposition.
-func scrape(set *metricset.Set) map[string]string {
+// scrape returns the inferwatch_model_* series of set's exposition, their
+// values as the shortest text that reads back the same.
+func scrape(t *testing.T, set *metricset.Set) map[string]string {
+	t.Helper()
 	var b bytes.Buffer
 	set.WritePrometheus(&b)
+	p, err := exposition.Parse(b.String())
+	if err != nil {
+		t.Fatal(err)
+	}
 	out := map[string]string{}
-	for _, line := range strings.Split(b.String(), "\n") {
-		if !strings.HasPrefix(line, "inferwatch_model_") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		out[line[:i]] = line[i+1:]
+	for series, v := range p.Series("inferwatch_model_") {
+		out[series] = strconv.FormatFloat(v, 'g', -1, 64)
 	}
 	return out
 }
@@ -223,7 +227,7 @@ func TestMetricHelpCoversFamilies(t *testing.T) {
 		tr.Observe(c.record())
 	}
 	help := modelload.MetricHelp()
-	for series := range scrape(set) {
+	for series := range scrape(t, set) {
 		name := strings.SplitN(series, "{", 2)[0]
 		name = strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_sum"), "_count")
 		if help[name] == "" {

@@ -3,32 +3,25 @@ package sampling
 import (
 	"bytes"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/inferwatch/inferwatch/internal/exposition"
 )
 
-// scrape returns the set's series as name → value.
+// scrape returns the set's series as written → value.
 func scrape(t *testing.T, set *metrics.Set) map[string]float64 {
 	t.Helper()
 	var b bytes.Buffer
 	set.WritePrometheus(&b)
-	out := make(map[string]float64)
-	for line := range strings.SplitSeq(b.String(), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			t.Fatalf("bad exposition line %q", line)
-		}
-		out[line[:i]] = v
+	p, err := exposition.Parse(b.String())
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return p.Series("")
 }
 
 func TestMetrics(t *testing.T) {

@@ -1,14 +1,12 @@
 package sidecar_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"github.com/inferwatch/inferwatch/config"
 	"github.com/inferwatch/inferwatch/demo/model"
 	"github.com/inferwatch/inferwatch/demo/modelserver"
+	"github.com/inferwatch/inferwatch/internal/exposition"
 	"github.com/inferwatch/inferwatch/proto/inference"
 	"github.com/inferwatch/inferwatch/sidecar"
 )
@@ -279,7 +278,8 @@ func checkResponse(resp *http.Response, err error, want int) error {
 	return nil
 }
 
-// scrapeModelMetrics reads the inferwatch_model_* samples of a /metrics page.
+// scrapeModelMetrics reads the inferwatch_model_* samples of a /metrics
+// page, histogram buckets aside.
 func scrapeModelMetrics(t *testing.T, url string) map[string]float64 {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -291,18 +291,15 @@ func scrapeModelMetrics(t *testing.T, url string) map[string]float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]float64{}
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		s := string(line)
-		if !strings.HasPrefix(s, "inferwatch_model_") || strings.Contains(s, "_bucket{") {
-			continue
+	p, err := exposition.Parse(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := p.Series("inferwatch_model_")
+	for series := range out {
+		if strings.Contains(series, "_bucket{") {
+			delete(out, series)
 		}
-		i := strings.LastIndexByte(s, ' ')
-		v, err := strconv.ParseFloat(s[i+1:], 64)
-		if err != nil {
-			t.Fatalf("metrics line %q: %v", s, err)
-		}
-		out[s[:i]] = v
 	}
 	return out
 }

@@ -16,28 +16,22 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/inferwatch/inferwatch/internal/exposition"
 	"github.com/inferwatch/inferwatch/record"
 )
 
-// metricValue reads one sample of a metrics.Set by its full name.
+// metricValue reads one sample of a metrics.Set by its full name; 0 when
+// absent.
 func metricValue(t testing.TB, set *metrics.Set, name string) float64 {
 	t.Helper()
 	var b bytes.Buffer
 	set.WritePrometheus(&b)
-	for _, l := range strings.Split(b.String(), "\n") {
-		if v, ok := strings.CutPrefix(l, name+" "); ok {
-			var f float64
-			for _, c := range v {
-				if c >= '0' && c <= '9' {
-					f = f*10 + float64(c-'0')
-				} else {
-					break
-				}
-			}
-			return f
-		}
+	p, err := exposition.Parse(b.String())
+	if err != nil {
+		t.Fatal(err)
 	}
-	return 0
+	v, _ := p.Value(name)
+	return v
 }
 
 func TestExportSpans(t *testing.T) {

@@ -7,13 +7,14 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/inferwatch/inferwatch/internal/exposition"
 )
 
 // fakeTriton serves /v2/models/stats with a body (and status) the test sets.
@@ -47,14 +48,12 @@ func value(t *testing.T, set *metrics.Set, series string) float64 {
 	t.Helper()
 	var buf bytes.Buffer
 	set.WritePrometheus(&buf)
-	for _, line := range strings.Split(buf.String(), "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
-			return f
-		}
+	p, err := exposition.Parse(buf.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := p.Value(series); ok {
+		return v
 	}
 	return math.NaN()
 }
@@ -268,14 +267,17 @@ func TestModelCapAndSanitising(t *testing.T) {
 	// and the number of series do not.
 	var buf bytes.Buffer
 	set.WritePrometheus(&buf)
+	page, err := exposition.Parse(buf.String())
+	if err != nil {
+		t.Fatal(err)
+	}
 	total, series := 0.0, 0
-	for _, line := range strings.Split(buf.String(), "\n") {
-		if strings.HasPrefix(line, "inferwatch_triton_inference_count_total{") {
-			series++
-			f, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-			total += f
-			if strings.Contains(line, `"b c"`) {
-				t.Errorf("unsanitised label: %s", line)
+	for _, s := range page.Find("inferwatch_triton_inference_count_total", nil) {
+		series++
+		total += s.Value
+		for _, v := range s.Labels {
+			if v == "b c" {
+				t.Errorf("unsanitised label: %s", s.Series)
 			}
 		}
 	}

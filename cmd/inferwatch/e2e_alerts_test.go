@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/inferwatch/inferwatch/alerting"
+	"github.com/inferwatch/inferwatch/internal/exposition"
 	"github.com/inferwatch/inferwatch/internal/testenv"
 	"github.com/inferwatch/inferwatch/windowstats"
 )
@@ -1015,21 +1016,21 @@ func TestE2EDemoAlertmanagerDown(t *testing.T) {
 	dead := testenv.FreeAddr(t) // nothing listens there
 	d := startDemo(t, "--qps", "200", "--sla", "100us", "--alertmanager-url", "http://"+dead, "--duration", duration.String())
 	s := &sidecarProc{proc: d.proc, admin: d.admin}
-	okCalls := func(ss []sample) float64 {
-		overGRPC, _ := sum(ss, "inferwatch_requests_total", map[string]string{"method": "infer", "code": "OK"})
-		overHTTP, _ := sum(ss, "inferwatch_requests_total", map[string]string{"method": "infer", "code": "200"})
+	okCalls := func(ss exposition.Page) float64 {
+		overGRPC, _ := ss.Sum("inferwatch_requests_total", map[string]string{"method": "infer", "code": "OK"})
+		overHTTP, _ := ss.Sum("inferwatch_requests_total", map[string]string{"method": "infer", "code": "200"})
 		return overGRPC + overHTTP
 	}
 
 	// Failures are counted once a batch has used up its attempts (5, with
 	// backoff from 500ms: under 8s).
 	var failedAt time.Time
-	var ss []sample
+	var ss exposition.Page
 	deadline := time.Now().Add(duration - 2*time.Second)
 	for {
 		_, body := s.adminGet(t, "/metrics")
 		ss = parseMetrics(t, body)
-		if n, _ := sum(ss, "inferwatch_notifications_total", map[string]string{"notifier": "alertmanager", "result": "failed"}); n > 0 {
+		if n, _ := ss.Sum("inferwatch_notifications_total", map[string]string{"notifier": "alertmanager", "result": "failed"}); n > 0 {
 			failedAt = time.Now()
 			break
 		}
@@ -1039,7 +1040,7 @@ func TestE2EDemoAlertmanagerDown(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	t.Logf("first failed notification counted %v after start", failedAt.Sub(d.startLo).Round(time.Millisecond))
-	if n, _ := sum(ss, "inferwatch_notifications_total", map[string]string{"notifier": "alertmanager", "result": "sent"}); n != 0 {
+	if n, _ := ss.Sum("inferwatch_notifications_total", map[string]string{"notifier": "alertmanager", "result": "sent"}); n != 0 {
 		t.Errorf("%v notifications counted sent to a dead port", n)
 	}
 	d.waitLine(notifyFailing, 2*time.Second)

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferwatch/inferwatch/internal/exposition"
 	"github.com/inferwatch/inferwatch/internal/testenv"
 	"github.com/inferwatch/inferwatch/proto/inference"
 )
@@ -241,7 +242,7 @@ func waitMetric(t *testing.T, px *sidecarProc, timeout time.Duration, name strin
 	deadline := time.Now().Add(timeout)
 	for {
 		_, text := px.adminGet(t, "/metrics")
-		got, ok := sum(parseMetrics(t, text), name, match)
+		got, ok := parseMetrics(t, text).Sum(name, match)
 		if ok && got == want {
 			return
 		}
@@ -348,21 +349,21 @@ func TestE2EMetrics(t *testing.T) {
 	// next polls: wait until both are in. A scrape is not a snapshot (it
 	// can meet a record half observed), so the last family a record
 	// updates that the checks below read is waited for too.
-	var ss []sample
+	var ss exposition.Page
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		ss = px.scrape(t)
 		settled := true
 		for proto, n := range want {
-			got, _ := sum(ss, "inferwatch_requests_total", map[string]string{"protocol": proto, "model": "mnist-mlp"})
+			got, _ := ss.Sum("inferwatch_requests_total", map[string]string{"protocol": proto, "model": "mnist-mlp"})
 			settled = settled && got == n
 			// 5 phases and 4 server stages a call, each once.
 			for f, per := range map[string]float64{"inferwatch_phase_duration_seconds_count": 5, "inferwatch_server_stage_duration_seconds_count": 4, "inferwatch_request_duration_seconds_count": 1} {
-				got, _ := sum(ss, f, map[string]string{"protocol": proto, "model": "mnist-mlp"})
+				got, _ := ss.Sum(f, map[string]string{"protocol": proto, "model": "mnist-mlp"})
 				settled = settled && got == per*n
 			}
 		}
-		v, _ := sum(ss, "inferwatch_triton_stage_count_total", tritonInfer)
+		v, _ := ss.Sum("inferwatch_triton_stage_count_total", tritonInfer)
 		settled = settled && v >= grpcN+httpCalls
 		if settled || time.Now().After(deadline) {
 			break
@@ -372,43 +373,43 @@ func TestE2EMetrics(t *testing.T) {
 
 	for proto, n := range want {
 		l := map[string]string{"protocol": proto, "api": "kserve_v2", "method": "infer", "model": "mnist-mlp", "code": map[string]string{"grpc": "OK", "http": "200"}[proto]}
-		if got, _ := sum(ss, "inferwatch_requests_total", l); got != n {
+		if got, _ := ss.Sum("inferwatch_requests_total", l); got != n {
 			t.Errorf("inferwatch_requests_total%v = %v, want %v", l, got, n)
 		}
 		m := map[string]string{"protocol": proto, "model": "mnist-mlp", "le": "+Inf"}
-		if got, _ := sum(ss, "inferwatch_request_duration_seconds_bucket", m); got != n {
+		if got, _ := ss.Sum("inferwatch_request_duration_seconds_bucket", m); got != n {
 			t.Errorf("inferwatch_request_duration_seconds_bucket%v = %v, want %v", m, got, n)
 		}
 		for _, phase := range []string{"ingress", "upstream", "transfer", "egress", "decode"} {
 			m := map[string]string{"protocol": proto, "model": "mnist-mlp", "phase": phase, "le": "+Inf"}
-			if got, _ := sum(ss, "inferwatch_phase_duration_seconds_bucket", m); got != n {
+			if got, _ := ss.Sum("inferwatch_phase_duration_seconds_bucket", m); got != n {
 				t.Errorf("inferwatch_phase_duration_seconds_bucket%v = %v, want %v", m, got, n)
 			}
 		}
 		for _, stage := range []string{"queue", "preprocess", "infer", "postprocess"} {
 			m := map[string]string{"protocol": proto, "model": "mnist-mlp", "stage": stage}
-			if got, _ := sum(ss, "inferwatch_server_stage_duration_seconds_count", m); got != n {
+			if got, _ := ss.Sum("inferwatch_server_stage_duration_seconds_count", m); got != n {
 				t.Errorf("inferwatch_server_stage_duration_seconds_count%v = %v, want %v (from Server-Timing)", m, got, n)
 			}
 		}
 		// The histogram's buckets are cumulative: non-decreasing in le.
 		var prev float64
-		for _, s := range find(ss, "inferwatch_request_duration_seconds_bucket", map[string]string{"protocol": proto, "model": "mnist-mlp"}) {
-			if s.value < prev {
-				t.Errorf("inferwatch_request_duration_seconds_bucket{le=%s} = %v after %v: not cumulative", s.labels["le"], s.value, prev)
+		for _, s := range ss.Find("inferwatch_request_duration_seconds_bucket", map[string]string{"protocol": proto, "model": "mnist-mlp"}) {
+			if s.Value < prev {
+				t.Errorf("inferwatch_request_duration_seconds_bucket{le=%s} = %v after %v: not cumulative", s.Labels["le"], s.Value, prev)
 			}
-			prev = s.value
+			prev = s.Value
 		}
 	}
-	if got, _ := sum(ss, "inferwatch_errors_total", map[string]string{"model": "mnist-mlp"}); got != 0 {
+	if got, _ := ss.Sum("inferwatch_errors_total", map[string]string{"model": "mnist-mlp"}); got != 0 {
 		t.Errorf("inferwatch_errors_total{model=mnist-mlp} = %v, want 0", got)
 	}
-	secs, _ := sum(ss, "inferwatch_triton_stage_duration_seconds_total", tritonInfer)
+	secs, _ := ss.Sum("inferwatch_triton_stage_duration_seconds_total", tritonInfer)
 	if secs <= 0 {
 		t.Errorf("inferwatch_triton_stage_duration_seconds_total%v = %v, want > 0", tritonInfer, secs)
 	}
-	count, _ := sum(ss, "inferwatch_triton_stage_count_total", tritonInfer)
-	inferences, _ := sum(ss, "inferwatch_triton_inference_count_total", map[string]string{"model": "mnist-mlp"})
+	count, _ := ss.Sum("inferwatch_triton_stage_count_total", tritonInfer)
+	inferences, _ := ss.Sum("inferwatch_triton_inference_count_total", map[string]string{"model": "mnist-mlp"})
 	t.Logf("triton statistics: compute_infer %v s over %v executions, %v inferences, for %v calls", secs, count, inferences, grpcN+httpCalls)
 	if count < grpcN+httpCalls {
 		t.Errorf("inferwatch_triton_stage_count_total%v = %v, want at least the %v calls made", tritonInfer, count, grpcN+httpCalls)
@@ -435,7 +436,7 @@ func TestE2EMetrics(t *testing.T) {
 var tritonInfer = map[string]string{"model": "mnist-mlp", "stage": "compute_infer"}
 
 // scrape fetches and parses the admin /metrics.
-func (s *sidecarProc) scrape(t *testing.T) []sample {
+func (s *sidecarProc) scrape(t *testing.T) exposition.Page {
 	t.Helper()
 	code, text := s.adminGet(t, "/metrics")
 	if code != http.StatusOK {
@@ -451,7 +452,7 @@ func waitTritonBaseline(t *testing.T, px *sidecarProc) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if _, ok := sum(px.scrape(t), "inferwatch_triton_stage_duration_seconds_total", tritonInfer); ok {
+		if _, ok := px.scrape(t).Sum("inferwatch_triton_stage_duration_seconds_total", tritonInfer); ok {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -492,7 +493,7 @@ func TestE2ETritonStatsCountedOnce(t *testing.T) {
 
 			deadline := time.Now().Add(5 * time.Second)
 			for {
-				if v, _ := sum(px.scrape(t), "inferwatch_triton_execution_count_total", map[string]string{"model": "mnist-mlp"}); v >= calls {
+				if v, _ := px.scrape(t).Sum("inferwatch_triton_execution_count_total", map[string]string{"model": "mnist-mlp"}); v >= calls {
 					break
 				}
 				if time.Now().After(deadline) {
@@ -504,10 +505,10 @@ func TestE2ETritonStatsCountedOnce(t *testing.T) {
 			ss := px.scrape(t)
 			got := map[string]float64{}
 			for _, name := range []string{"inferwatch_triton_execution_count_total", "inferwatch_triton_inference_count_total"} {
-				got[name], _ = sum(ss, name, map[string]string{"model": "mnist-mlp"})
+				got[name], _ = ss.Sum(name, map[string]string{"model": "mnist-mlp"})
 			}
 			for _, stage := range []string{"success", "queue", "compute_input", "compute_infer", "compute_output"} {
-				got["inferwatch_triton_stage_count_total/"+stage], _ = sum(ss, "inferwatch_triton_stage_count_total", map[string]string{"model": "mnist-mlp", "stage": stage})
+				got["inferwatch_triton_stage_count_total/"+stage], _ = ss.Sum("inferwatch_triton_stage_count_total", map[string]string{"model": "mnist-mlp", "stage": stage})
 			}
 			for name, v := range got {
 				if v != calls {

@@ -320,7 +320,7 @@ func TestE2EReadinessFollowsUpstream(t *testing.T) {
 			}
 			upReady := func() float64 {
 				_, text := px.adminGet(t, "/metrics")
-				v, ok := sum(parseMetrics(t, text), "inferwatch_upstream_ready", map[string]string{"route": tt.proto})
+				v, ok := parseMetrics(t, text).Sum("inferwatch_upstream_ready", map[string]string{"route": tt.proto})
 				if !ok {
 					t.Fatalf("no inferwatch_upstream_ready{route=%q} in /metrics", tt.proto)
 				}

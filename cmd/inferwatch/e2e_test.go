@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/inferwatch/inferwatch/internal/exposition"
 )
 
 // binPath is the inferwatch binary TestMain built.
@@ -274,116 +276,15 @@ func (s *sidecarProc) waitReady(t *testing.T, timeout time.Duration) {
 	}
 }
 
-// sample is one line of the Prometheus text exposition.
-type sample struct {
-	name   string
-	labels map[string]string
-	value  float64
-}
-
 // parseMetrics reads the text exposition; it fails the test on a line it
 // cannot read, so a malformed /metrics fails too.
-func parseMetrics(t *testing.T, text string) []sample {
+func parseMetrics(t *testing.T, text string) exposition.Page {
 	t.Helper()
-	var out []sample
-	for _, line := range strings.Split(text, "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		s, err := parseSample(line)
-		if err != nil {
-			t.Fatalf("/metrics line %q: %v", line, err)
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
-func parseSample(line string) (sample, error) {
-	s := sample{labels: map[string]string{}}
-	i := strings.IndexAny(line, "{ ")
-	if i <= 0 {
-		return s, errors.New("no metric name")
-	}
-	s.name, line = line[:i], line[i:]
-	if line[0] == '{' {
-		line = line[1:]
-		for {
-			if line == "" {
-				return s, errors.New("unterminated labels")
-			}
-			if line[0] == '}' {
-				line = line[1:]
-				break
-			}
-			eq := strings.Index(line, `="`)
-			if eq <= 0 {
-				return s, errors.New("bad label")
-			}
-			key := line[:eq]
-			line = line[eq+2:]
-			var val strings.Builder
-			for {
-				if line == "" {
-					return s, errors.New("unterminated label value")
-				}
-				c := line[0]
-				line = line[1:]
-				if c == '"' {
-					break
-				}
-				if c == '\\' && line != "" {
-					switch line[0] {
-					case 'n':
-						c = '\n'
-					default:
-						c = line[0]
-					}
-					line = line[1:]
-				}
-				val.WriteByte(c)
-			}
-			s.labels[key] = val.String()
-			line = strings.TrimPrefix(line, ",")
-		}
-	}
-	fields := strings.Fields(line)
-	if len(fields) < 1 {
-		return s, errors.New("no value")
-	}
-	v, err := strconv.ParseFloat(fields[0], 64)
+	p, err := exposition.Parse(text)
 	if err != nil {
-		return s, err
+		t.Fatalf("/metrics: %v", err)
 	}
-	s.value = v
-	return s, nil
-}
-
-// find returns the samples named name whose labels include match.
-func find(ss []sample, name string, match map[string]string) []sample {
-	var out []sample
-next:
-	for _, s := range ss {
-		if s.name != name {
-			continue
-		}
-		for k, v := range match {
-			if s.labels[k] != v {
-				continue next
-			}
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
-// sum adds the values of the samples find returns; ok is false when none.
-func sum(ss []sample, name string, match map[string]string) (total float64, ok bool) {
-	for _, s := range find(ss, name, match) {
-		total += s.value
-		ok = true
-	}
-	return total, ok
+	return p
 }
 
 // procMemory reads VmRSS and VmHWM (bytes) of a process.

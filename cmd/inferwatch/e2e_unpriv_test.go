@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferwatch/inferwatch/internal/exposition"
 	"github.com/inferwatch/inferwatch/internal/testenv"
 )
 
@@ -82,24 +83,24 @@ func TestE2EUnprivilegedProxyStillMeasures(t *testing.T) {
 	// A scrape is not a snapshot: it can write the phase histograms
 	// (sorted first) before a record being observed reaches them and
 	// requests_total after, so wait for both.
-	var ss []sample
+	var ss exposition.Page
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		_, text := get("/metrics")
 		ss = parseMetrics(t, text)
-		reqs, _ := sum(ss, "inferwatch_requests_total", map[string]string{"model": "mnist-mlp"})
-		ups, _ := sum(ss, "inferwatch_phase_duration_seconds_count", map[string]string{"model": "mnist-mlp", "phase": "upstream"})
+		reqs, _ := ss.Sum("inferwatch_requests_total", map[string]string{"model": "mnist-mlp"})
+		ups, _ := ss.Sum("inferwatch_phase_duration_seconds_count", map[string]string{"model": "mnist-mlp", "phase": "upstream"})
 		if (reqs >= 5 && ups >= 5) || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if v, _ := sum(ss, "inferwatch_requests_total", map[string]string{"model": "mnist-mlp", "code": "OK"}); v != 5 {
+	if v, _ := ss.Sum("inferwatch_requests_total", map[string]string{"model": "mnist-mlp", "code": "OK"}); v != 5 {
 		t.Errorf("inferwatch_requests_total{model=mnist-mlp,code=OK} = %v, want 5", v)
 	}
-	if v, ok := sum(ss, "inferwatch_phase_duration_seconds_count", map[string]string{"model": "mnist-mlp", "phase": "upstream"}); !ok || v != 5 {
+	if v, ok := ss.Sum("inferwatch_phase_duration_seconds_count", map[string]string{"model": "mnist-mlp", "phase": "upstream"}); !ok || v != 5 {
 		t.Errorf("upstream phase observed %v times, want 5", v)
 	}
-	if v, ok := sum(ss, "inferwatch_bpf_enabled", nil); !ok || v != 0 {
+	if v, ok := ss.Sum("inferwatch_bpf_enabled", nil); !ok || v != 0 {
 		t.Errorf("inferwatch_bpf_enabled = %v (present %v), want 0", v, ok)
 	}
 	if n := strings.Count(logs.String(), "eBPF probes disabled"); n != 1 {

@@ -22,6 +22,7 @@ import (
 	"github.com/inferwatch/inferwatch/cgroup"
 	"github.com/inferwatch/inferwatch/demo/loadgen"
 	"github.com/inferwatch/inferwatch/inject"
+	"github.com/inferwatch/inferwatch/internal/exposition"
 	"github.com/inferwatch/inferwatch/internal/testenv"
 	"gopkg.in/yaml.v3"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -87,31 +88,14 @@ func waitOK(t *testing.T, client *http.Client, url string, timeout time.Duration
 	t.Fatalf("%s did not answer 200 within %v: %s", url, timeout, last)
 }
 
-// metricSum adds up the samples of family name whose labels include want.
+// metricSum adds up the samples of family name whose labels include want;
+// a page that does not parse counts as none.
 func metricSum(text, name string, want map[string]string) (float64, bool) {
-	var total float64
-	found := false
-	for line := range strings.Lines(text) {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), name)
-		if !ok || (rest != "" && rest[0] != '{' && rest[0] != ' ') {
-			continue
-		}
-		labels, value := "", rest
-		if strings.HasPrefix(rest, "{") {
-			end := strings.LastIndex(rest, "}")
-			labels, value = rest[:end+1], rest[end+1:]
-		}
-		match := true
-		for k, v := range want {
-			match = match && strings.Contains(labels, fmt.Sprintf("%s=%q", k, v))
-		}
-		f, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
-		if match && err == nil {
-			total += f
-			found = true
-		}
+	p, err := exposition.Parse(text)
+	if err != nil {
+		return 0, false
 	}
-	return total, found
+	return p.Sum(name, want)
 }
 
 // defaultName is the name scripts/image.sh gives the image by default.

@@ -1,9 +1,9 @@
 package rules
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferwatch/inferwatch/internal/exposition"
 	"github.com/inferwatch/inferwatch/internal/testenv"
 	"github.com/inferwatch/inferwatch/metricset"
 	"github.com/inferwatch/inferwatch/record"
@@ -228,28 +229,21 @@ func scrapeBuckets(t *testing.T, base, model string) []bucket {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var out []bucket
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "inferwatch_request_duration_seconds_bucket{") || !strings.Contains(line, `model="`+model+`"`) {
-			continue
-		}
-		_, rest, _ := strings.Cut(line, `le="`)
-		le, value, _ := strings.Cut(rest, `"} `)
-		b := bucket{le: math.Inf(1)}
-		if le != "+Inf" {
-			if b.le, err = strconv.ParseFloat(le, 64); err != nil {
-				t.Fatalf("le in %q: %v", line, err)
-			}
-		}
-		if b.count, err = strconv.ParseFloat(value, 64); err != nil {
-			t.Fatalf("value in %q: %v", line, err)
-		}
-		out = append(out, b)
-	}
-	if err := sc.Err(); err != nil {
+	text, err := io.ReadAll(resp.Body)
+	if err != nil {
 		t.Fatal(err)
+	}
+	page, err := exposition.Parse(string(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []bucket
+	for _, s := range page.Find("inferwatch_request_duration_seconds_bucket", map[string]string{"model": model}) {
+		le, err := strconv.ParseFloat(s.Labels["le"], 64) // "+Inf" reads as +Inf
+		if err != nil {
+			t.Fatalf("le in %s: %v", s.Series, err)
+		}
+		out = append(out, bucket{le: le, count: s.Value})
 	}
 	if len(out) == 0 {
 		t.Fatalf("no buckets for %s in /metrics", model)
