@@ -103,8 +103,10 @@ func leakDefaults(o config.MemoryLeak, window time.Duration) config.MemoryLeak {
 	return o
 }
 
-func newLeakWatch(o config.MemoryLeak, spec pids.Spec) *leakWatch {
-	lw := &leakWatch{o: o, spec: spec, resolveEvery: max(time.Minute, o.Interval.D())}
+// newLeakWatch watches spec's processes; limit is host.upstream_memory_limit
+// in bytes (0: read it from their cgroup).
+func newLeakWatch(o config.MemoryLeak, spec pids.Spec, limit config.Bytes) *leakWatch {
+	lw := &leakWatch{o: o, spec: spec, limitSet: float64(limit), resolveEvery: max(time.Minute, o.Interval.D())}
 	lw.host.reset(lw.maxSamples())
 	lw.dev.reset(lw.maxSamples())
 	return lw
@@ -124,8 +126,7 @@ func (s *Sidecar) startLeakWatch(ctx context.Context, spec pids.Spec) {
 	if s.cfg.Alerting.MemoryLeak.Disabled || spec.IsZero() {
 		return
 	}
-	lw := newLeakWatch(leakDefaults(s.cfg.Alerting.MemoryLeak, s.cfg.Alerting.Window.D()), spec)
-	lw.limitSet = float64(s.cfg.Host.UpstreamMemoryLimit)
+	lw := newLeakWatch(leakDefaults(s.cfg.Alerting.MemoryLeak, s.cfg.Alerting.Window.D()), spec, s.cfg.Host.UpstreamMemoryLimit)
 	s.metrics.AddHelp(leakHelp)
 	set := s.metrics.Metrics()
 	set.GetOrCreateGauge("inferwatch_upstream_rss_bytes", func() float64 { return math.Float64frombits(lw.rss.Load()) })

@@ -251,7 +251,7 @@ func BenchmarkLeakTick(b *testing.B) {
 	}{{"sample", false}, {"sample+estimate", true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			o := leakDefaults(config.MemoryLeak{MinSpan: config.Duration(time.Nanosecond), Span: config.Duration(6 * time.Hour)}, 10*time.Second)
-			lw := newLeakWatch(o, pids.Spec{PIDs: []int{os.Getpid()}})
+			lw := newLeakWatch(o, pids.Spec{PIDs: []int{os.Getpid()}}, 0)
 			t0 := time.Now()
 			for i := range lw.host.w.Max {
 				lw.sample(t0.Add(time.Duration(i) * 10 * time.Second))
@@ -300,7 +300,7 @@ func TestDeviceLeak(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := leakDefaults(config.MemoryLeak{Interval: config.Duration(time.Second), MinSpan: config.Duration(time.Minute), DeviceMinRiseMiB: tc.minRise}, 10*time.Second)
-			lw := newLeakWatch(o, pids.Spec{PIDs: []int{os.Getpid()}})
+			lw := newLeakWatch(o, pids.Spec{PIDs: []int{os.Getpid()}}, 0)
 			i := 0
 			lw.device = func() (float64, bool) { return tc.level(i), true }
 			if tc.free > 0 {
@@ -421,7 +421,7 @@ func TestLeakLookupBackoff(t *testing.T) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close() // nobody listens there now
-	lw := newLeakWatch(leakDefaults(config.MemoryLeak{}, 10*time.Second), pids.Spec{Port: port})
+	lw := newLeakWatch(leakDefaults(config.MemoryLeak{}, 10*time.Second), pids.Spec{Port: port}, 0)
 	t0 := time.Now()
 	var looked []time.Duration
 	for i := 0; i <= 15; i++ {
