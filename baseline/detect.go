@@ -157,6 +157,8 @@ type Detector struct {
 	levelKind  string
 	levelAt    time.Time // when levelKind was last decided
 	levelClear int
+	span       []spanMean // quarter-hour means since three hours before the level alert
+	spanAcc    spanMean   // the quarter hour being summed
 
 	spread      []float64 // last spreadWindow differences: 1 when large
 	spreadSum   float64
@@ -275,6 +277,7 @@ func (d *Detector) Step(p Point) Output {
 	switch {
 	case fire && !d.levelOn:
 		d.levelOn, d.levelClear, d.levelAt = true, 0, p.T
+		d.seedSpan()
 		d.levelKind = d.classify(med15, minEx)
 	case d.levelOn && (med15 < minEx/2 || med15 < se15):
 		d.levelClear++
@@ -283,6 +286,7 @@ func (d *Detector) Step(p Point) Output {
 		}
 	case d.levelOn:
 		d.levelClear = 0
+		d.addSpan(d.ring[len(d.ring)-1])
 		if p.T.Sub(d.levelAt) >= 15*time.Minute {
 			// Evidence accrues: name it again (a load effect shows once
 			// load has moved).
@@ -443,51 +447,8 @@ func (d *Detector) spike(t time.Time) {
 // they rose gradually, level_shift otherwise.
 func (d *Detector) classify(med15, minEx float64) string {
 	now := d.ring[len(d.ring)-1].t
-	// Load: regress r on u over the ring.
-	var n, su, sr, suu, suR, srr float64
-	for _, e := range d.ring {
-		if math.IsNaN(e.u) {
-			continue
-		}
-		n++
-		su += e.u
-		sr += e.r
-		suu += e.u * e.u
-		suR += e.u * e.r
-		srr += e.r * e.r
-	}
-	if n > 60 {
-		// Jointly on load and time: a load effect must carry weight that a
-		// ramp in time does not (partial t statistic of the load term).
-		var st, stt, stR, sut float64
-		for _, e := range d.ring {
-			if math.IsNaN(e.u) {
-				continue
-			}
-			x := e.t.Sub(now).Minutes()
-			st += x
-			stt += x * x
-			stR += x * e.r
-			sut += x * e.u
-		}
-		vu := suu - su*su/n
-		vr := srr - sr*sr/n
-		vt := stt - st*st/n
-		cu := suR - su*sr/n
-		ct := stR - st*sr/n
-		cut := sut - su*st/n
-		det := vu*vt - cut*cut
-		if vu > 0 && vr > 0 && vt > 0 && det > 1e-12*vu*vt {
-			bu := (cu*vt - ct*cut) / det
-			bt := (ct*vu - cu*cut) / det
-			rss := vr - bu*cu - bt*ct
-			s2 := max(rss, 0) / (n - 3)
-			seU := math.Sqrt(s2 * vt / det)
-			seT := math.Sqrt(s2 * vu / det)
-			if bu > 0 && seU > 0 && bu/seU > 3 && bu/seU > math.Abs(bt)/seT {
-				return KindLoadSensitivity
-			}
-		}
+	if followsLoad(d.span) {
+		return KindLoadSensitivity
 	}
 	early := d.medianBetween(now.Add(-180*time.Minute), now.Add(-120*time.Minute))
 	mid := d.medianBetween(now.Add(-120*time.Minute), now.Add(-60*time.Minute))
@@ -495,6 +456,128 @@ func (d *Detector) classify(med15, minEx float64) string {
 		return KindDrift
 	}
 	return KindLevelShift
+}
+
+// spanMean is a quarter hour of residuals and load, averaged: averaging
+// takes out most of AR(1) noise and the minute's QPS jitter (latency
+// follows the load, the model's prediction the jitter, so every residual
+// carries minus the jitter's effect).
+type spanMean struct {
+	from   time.Time
+	r, u   float64 // sums, then means
+	nr, nu int
+}
+
+const (
+	spanStep = 15 * time.Minute
+	maxSpan  = 96 // a day of quarter hours
+)
+
+// seedSpan starts the level alert's span with the ring's three hours.
+func (d *Detector) seedSpan() {
+	d.span, d.spanAcc = d.span[:0], spanMean{}
+	for _, e := range d.ring {
+		d.addSpan(e)
+	}
+}
+
+// addSpan adds one point to the span, closing a quarter hour when due.
+func (d *Detector) addSpan(e recent) {
+	a := &d.spanAcc
+	if a.nr > 0 && e.t.Sub(a.from) >= spanStep {
+		if a.nu > 0 {
+			m := spanMean{from: a.from, r: a.r / float64(a.nr), u: a.u / float64(a.nu), nr: a.nr, nu: a.nu}
+			if len(d.span) == maxSpan {
+				d.span = append(d.span[:0], d.span[1:]...)
+			}
+			d.span = append(d.span, m)
+		}
+		*a = spanMean{}
+	}
+	if a.nr == 0 {
+		a.from = e.t
+	}
+	a.r += e.r
+	a.nr++
+	if !math.IsNaN(e.u) {
+		a.u += e.u
+		a.nu++
+	}
+}
+
+// followsLoad tells whether a level alert's excess is latency's response
+// to load having changed: r = c1·ū + c2·ū², through the origin (no load,
+// no excess) and rising with load, fits the quarter-hour means clearly
+// better (BIC, by a strong margin) than a constant, a ramp in time, or a
+// step at any quarter hour. Within a morning load and time rise together
+// and all describe the rise alike; the load shape wins once the span holds
+// load's turn, which a ramp or a step cannot follow, and it needs load to
+// have moved by half.
+func followsLoad(span []spanMean) bool {
+	n := len(span)
+	if n < 12 {
+		return false
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	var sr, srr float64
+	for _, m := range span {
+		lo, hi = min(lo, m.u), max(hi, m.u)
+		sr += m.r
+		srr += m.r * m.r
+	}
+	if hi <= 0 || hi < 1.5*lo {
+		return false
+	}
+	var s11, s12, s22, s1r, s2r float64
+	for _, m := range span {
+		u := m.u
+		s11 += u * u
+		s12 += u * u * u
+		s22 += u * u * u * u
+		s1r += u * m.r
+		s2r += u * u * m.r
+	}
+	det := s11*s22 - s12*s12
+	if det <= 1e-12*s11*s22 {
+		return false
+	}
+	c1 := (s1r*s22 - s2r*s12) / det
+	c2 := (s2r*s11 - s1r*s12) / det
+	// Rising with load over the range seen (it may flatten at the top).
+	f := func(u float64) float64 { return c1*u + c2*u*u }
+	if f(hi) <= f(lo) || f(lo) < 0 || c1+2*c2*lo <= 0 {
+		return false
+	}
+	rssLoad := srr - c1*s1r - c2*s2r
+
+	fn := float64(n)
+	rssConst := srr - sr*sr/fn
+	best := rssConst
+	// A ramp: r = a + b·t.
+	var st, stt, str float64
+	for i, m := range span {
+		t := float64(i)
+		st += t
+		stt += t * t
+		str += t * m.r
+	}
+	if vt := stt - st*st/fn; vt > 0 {
+		cov := str - st*sr/fn
+		best = min(best, rssConst-cov*cov/vt)
+	}
+	// A step: r = a0 before quarter j, a1 from it.
+	var pre, preSq float64
+	for j := 1; j < n; j++ {
+		pre += span[j-1].r
+		preSq += span[j-1].r * span[j-1].r
+		post := sr - pre
+		best = min(best, (preSq-pre*pre/float64(j))+(srr-preSq-post*post/float64(n-j)))
+	}
+	bic := func(rss float64, params int) float64 {
+		return fn*math.Log(max(rss, 1e-12)/fn) + float64(params)*math.Log(fn)
+	}
+	const strong = 6 // a BIC difference read as strong evidence
+	return bic(rssLoad, 2)+strong < bic(best, 2)
 }
 
 func (d *Detector) push(e recent) {

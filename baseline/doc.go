@@ -37,9 +37,10 @@
 // residuals z = (log v − prediction − level)/scale, and names the kind of
 // what it flags: KindBurst (a run of large excesses: a noisy neighbour),
 // KindLevelShift (CUSUM on the residuals: a step after a deploy),
-// KindDrift and KindLoadSensitivity (a sustained excess whose recent
-// residuals follow time or load: a leak, a changed throughput–latency
-// slope), KindSpread (the variance of successive differences grows with the
+// KindDrift (a sustained excess whose recent residuals rose gradually: a
+// leak), KindLoadSensitivity (a sustained excess that, over the alert's
+// span, follows load through the origin better than a constant, a ramp or
+// a step: a changed throughput–latency slope), KindSpread (the variance of successive differences grows with the
 // median unchanged) and KindPeriodic (exceedances recurring at a fixed
 // period, which it reports). Each detector has its own hysteresis; excesses
 // under MinExcess (default 20%, so harmless shifts under 10% never alert)
