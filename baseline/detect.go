@@ -464,8 +464,8 @@ func (d *Detector) classify(med15, minEx float64) string {
 // carries minus the jitter's effect).
 type spanMean struct {
 	from   time.Time
-	r, u   float64 // sums, then means
-	nr, nu int
+	r, u   float64 // sums while being summed, then means
+	nr, nu int     // the points summed (u: those with load)
 }
 
 const (
@@ -486,7 +486,7 @@ func (d *Detector) addSpan(e recent) {
 	a := &d.spanAcc
 	if a.nr > 0 && e.t.Sub(a.from) >= spanStep {
 		if a.nu > 0 {
-			m := spanMean{from: a.from, r: a.r / float64(a.nr), u: a.u / float64(a.nu), nr: a.nr, nu: a.nu}
+			m := spanMean{from: a.from, r: a.r / float64(a.nr), u: a.u / float64(a.nu)}
 			if len(d.span) == maxSpan {
 				d.span = append(d.span[:0], d.span[1:]...)
 			}
@@ -555,8 +555,8 @@ func followsLoad(span []spanMean) bool {
 	best := rssConst
 	// A ramp: r = a + b·t.
 	var st, stt, str float64
-	for i, m := range span {
-		t := float64(i)
+	for _, m := range span {
+		t := m.from.Sub(span[0].from).Minutes()
 		st += t
 		stt += t * t
 		str += t * m.r

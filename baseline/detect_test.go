@@ -218,7 +218,7 @@ func TestFollowsLoad(t *testing.T) {
 	span := func(n int, r func(i int) float64) []spanMean {
 		out := make([]spanMean, n)
 		for i := range out {
-			out[i] = spanMean{r: r(i) + noise(i), u: load(i), nr: 15, nu: 15}
+			out[i] = spanMean{from: t0.Add(time.Duration(i) * spanStep), r: r(i) + noise(i), u: load(i)}
 		}
 		return out
 	}
