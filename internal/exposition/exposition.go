@@ -40,8 +40,9 @@ func Parse(text string) (Page, error) {
 				p.Types[f[1]] = f[2]
 			}
 			if len(f) >= 2 && f[0] == "HELP" {
-				_, h, _ := strings.Cut(strings.TrimSpace(c)[len("HELP "):], " ")
-				p.Help[f[1]] = h
+				// The text after the name, as written (it may hold spaces).
+				rest := strings.TrimLeft(strings.TrimSpace(c)[len("HELP"):], " \t")
+				p.Help[f[1]] = strings.TrimLeft(rest[len(f[1]):], " \t")
 			}
 			continue
 		}

@@ -11,6 +11,7 @@ func TestParse(t *testing.T) {
 	page := strings.Join([]string{
 		"# HELP inferwatch_requests_total Calls seen, by route and code.",
 		"# TYPE inferwatch_requests_total counter",
+		"#  HELP  inferwatch_up   Whether the upstream answers.",
 		`inferwatch_requests_total{route="grpc",code="OK"} 12`,
 		`inferwatch_requests_total{route="http",code="200"} 3 1700000000000`,
 		`inferwatch_up 1`,
@@ -22,7 +23,7 @@ func TestParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Types["inferwatch_requests_total"] != "counter" || p.Help["inferwatch_requests_total"] != "Calls seen, by route and code." {
+	if p.Types["inferwatch_requests_total"] != "counter" || p.Help["inferwatch_requests_total"] != "Calls seen, by route and code." || p.Help["inferwatch_up"] != "Whether the upstream answers." {
 		t.Errorf("types %v, help %v", p.Types, p.Help)
 	}
 	if len(p.Samples) != 5 {
