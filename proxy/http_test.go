@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sort"
 	"strconv"
@@ -241,5 +242,41 @@ func TestHTTPStreamsAsItArrives(t *testing.T) {
 	// (not the connection's setup, which counts in both times).
 	if total < 400*time.Millisecond || total-first < 250*time.Millisecond {
 		t.Fatalf("first event after %v of %v: not streamed", first, total)
+	}
+}
+
+// TestHTTPClientLeavesMidCall: a client that closes its connection while
+// the server is still working has the upstream request cancelled and the
+// call recorded as the client's cancel, on both data planes (the frame
+// plane's HTTP/1.1 loop watches through the sniffing wrapper's descriptor).
+func TestHTTPClientLeavesMidCall(t *testing.T) {
+	cancelled := make(chan struct{})
+	l := listen(t)
+	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		select {
+		case <-r.Context().Done():
+			close(cancelled)
+		case <-time.After(10 * time.Second):
+		}
+	})}
+	go up.Serve(l)
+	t.Cleanup(func() { up.Close() })
+	h := newHarness(t, l.Addr().String(), false)
+	c, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"inputs":[]}`
+	fmt.Fprintf(c, "POST /v2/models/m/infer HTTP/1.1\r\nHost: m\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	time.Sleep(100 * time.Millisecond)
+	c.Close()
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream request went on after its client left")
+	}
+	if rec := h.waitRecords(1)[0]; rec.ErrorKind != record.ErrClientCancel {
+		t.Errorf("error kind %q, want %q", rec.ErrorKind, record.ErrClientCancel)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/inferwatch/inferwatch/proxy/h1"
@@ -162,3 +163,16 @@ type sniffedConn struct {
 }
 
 func (c *sniffedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// Buffered is how many bytes read while sniffing are still to be replayed.
+func (c *sniffedConn) Buffered() int { return c.r.Buffered() }
+
+// SyscallConn reaches the TCP connection's descriptor, for the HTTP/1.1
+// loop's hangup poller; the bytes Buffered holds are not in the socket.
+func (c *sniffedConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	return sc.SyscallConn()
+}

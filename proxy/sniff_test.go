@@ -2,8 +2,11 @@ package proxy
 
 import (
 	"bufio"
+	"io"
+	"net"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSniff(t *testing.T) {
@@ -45,3 +48,45 @@ func TestSniff(t *testing.T) {
 		}
 	}
 }
+
+// TestSniffedConnDescriptor: the sniffing wrapper hands on the TCP
+// connection's descriptor (the HTTP/1.1 loop's hangup poller watches it)
+// and says how many sniffed bytes it still holds, which the socket no
+// longer does.
+func TestSniffedConnDescriptor(t *testing.T) {
+	l := listen(t)
+	go func() {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err == nil {
+			io.WriteString(c, "GET / HTTP/1.1\r\n")
+			time.Sleep(time.Second)
+			c.Close()
+		}
+	}()
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReaderSize(newRawConn(c), 4096)
+	if _, err := br.Peek(16); err != nil {
+		t.Fatal(err)
+	}
+	sc := &sniffedConn{Conn: newRawConn(c), r: br}
+	if sc.Buffered() != 16 {
+		t.Errorf("Buffered %d, want 16", sc.Buffered())
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fd uintptr
+	if err := rc.Control(func(f uintptr) { fd = f }); err != nil || fd == 0 {
+		t.Errorf("Control: fd %d, %v", fd, err)
+	}
+	if _, err := (&sniffedConn{Conn: opaque{c}, r: br}).SyscallConn(); err == nil {
+		t.Error("a wrapped connection without a descriptor gave one")
+	}
+}
+
+type opaque struct{ net.Conn }

@@ -15,10 +15,12 @@
 //
 // One file, one job: server.go accepts, tracks and drains connections;
 // request.go parses a request head and its framing; fields.go checks
-// header lines and builds header maps for both request and response heads; body.go reads request
-// bodies (Content-Length, chunked with trailers, 100-continue); response.go
-// frames responses; watch.go watches an idle client connection during a
-// call; upstream.go writes the upstream request of an in-memory body and
-// reads the head of its answer, with net/http's writer and reader kept for
-// every message off the common path.
+// header lines and builds header maps for both request and response heads;
+// body.go reads request bodies (Content-Length, chunked with trailers,
+// 100-continue); response.go frames responses; watch.go watches an idle
+// client connection during a call, and hangup_linux.go polls every watched
+// TCP connection with one epoll set for the peer's FIN; upstream.go writes
+// the upstream request of an in-memory body and reads the head of its
+// answer, with net/http's writer and reader kept for every message off the
+// common path.
 package h1

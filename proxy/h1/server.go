@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -67,7 +68,8 @@ type conn struct {
 	bw     *bufio.Writer
 	remote string
 	tls    *tls.ConnectionState
-	head   []byte // the request head's bytes, reused
+	head   []byte          // the request head's bytes, reused
+	rc     syscall.RawConn // a clear-text TCP connection's descriptor, for the hangup poller
 }
 
 // ServeConn serves requests on c until the client closes it, a request
@@ -84,6 +86,9 @@ func (s *Server) ServeConn(nc net.Conn) {
 	if tc, ok := nc.(interface{ ConnectionState() tls.ConnectionState }); ok {
 		st := tc.ConnectionState()
 		c.tls = &st
+	}
+	if sc, ok := nc.(syscall.Conn); ok && c.tls == nil {
+		c.rc, _ = sc.SyscallConn()
 	}
 	c.cr = &connReader{nc: nc}
 	c.br = readers.Get().(*bufio.Reader)

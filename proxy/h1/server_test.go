@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,16 @@ import (
 
 // serve starts s on a loopback listener and returns its address.
 func serve(t *testing.T, s *Server) string {
+	t.Helper()
+	return serveWrapped(t, s, nil)
+}
+
+// opaqueConn hides the descriptor of the connection it wraps, as TLS does.
+type opaqueConn struct{ net.Conn }
+
+// serveWrapped is serve with each accepted connection passed through wrap
+// (nil: as accepted).
+func serveWrapped(t *testing.T, s *Server, wrap func(net.Conn) net.Conn) string {
 	t.Helper()
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
@@ -32,6 +43,9 @@ func serve(t *testing.T, s *Server) string {
 			c, err := l.Accept()
 			if err != nil {
 				return
+			}
+			if wrap != nil {
+				c = wrap(c)
 			}
 			go s.ServeConn(c)
 		}
@@ -356,16 +370,35 @@ func TestUnreadBodyDrained(t *testing.T) {
 
 // TestClientGoneCancels: a call that outlives WatchAfter has its context
 // cancelled with ErrClientGone when the client closes the connection; one
-// whose client stays is not.
+// whose client stays is not. Both watches: the hangup poller's (a TCP
+// connection) and the one-byte read's (a connection without a descriptor).
 func TestClientGoneCancels(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		wrap   func(net.Conn) net.Conn
+		polled bool // on Linux
+	}{
+		{name: "tcp", polled: true},
+		{name: "opaque", wrap: func(c net.Conn) net.Conn { return opaqueConn{c} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			testClientGone(t, tc.wrap, tc.polled && runtime.GOOS == "linux")
+		})
+	}
+}
+
+func testClientGone(t *testing.T, wrap func(net.Conn) net.Conn, polled bool) {
 	causes := make(chan error, 2)
-	addr := serve(t, &Server{WatchAfter: 5 * time.Millisecond, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	watchedBy := make(chan bool, 1) // polled: the call's watch was the poller's
+	addr := serveWrapped(t, &Server{WatchAfter: 5 * time.Millisecond, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.ReadAll(r.Body) // the connection is watched once it is idle
 		// The leaving client's call waits long enough for any machine to
 		// notice; the staying ones, long enough to be watched.
 		wait := 300 * time.Millisecond
 		if r.URL.Path == "/slow" {
 			wait = 10 * time.Second
+			time.Sleep(50 * time.Millisecond)
+			watchedBy <- hangupsWatching() > 0
 		}
 		select {
 		case <-r.Context().Done():
@@ -374,13 +407,15 @@ func TestClientGoneCancels(t *testing.T) {
 			causes <- nil
 			io.WriteString(w, "done")
 		}
-	})})
+	})}, wrap)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	io.WriteString(c, "POST /slow HTTP/1.1\r\nHost: m\r\nContent-Length: 2\r\n\r\nhi")
-	time.Sleep(50 * time.Millisecond)
+	if got := <-watchedBy; got != polled {
+		t.Errorf("watched by the hangup poller: %v, want %v", got, polled)
+	}
 	c.Close()
 	select {
 	case err := <-causes:
@@ -401,6 +436,9 @@ func TestClientGoneCancels(t *testing.T) {
 	<-causes
 	if strings.Count(got, "done") != 2 {
 		t.Fatalf("pipelined: %q", got)
+	}
+	if n := hangupsWatching(); n != 0 {
+		t.Errorf("%d connections still registered with the hangup poller after every call ended", n)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -28,14 +29,20 @@ func (r *connReader) Read(p []byte) (int, error) {
 	return r.nc.Read(p)
 }
 
-// watcher detects a client leaving during a call by a one-byte read of the
-// idle connection, as net/http's background read does, but only for a call
-// that has run WatchAfter and whose body has ended (the connection is idle
-// then). A short call never starts one.
+// watcher detects a client leaving during a call, but only for a call that
+// has run WatchAfter and whose body has ended (the connection is idle then).
+// A short call never starts one. A clear-text TCP connection is watched by
+// the hangup poller (hangup_linux.go); anything else (TLS, whose peer says
+// goodbye in a record first; another OS) by a one-byte read of the idle
+// connection, as net/http's background read does.
 type watcher struct {
 	c      *conn
 	cancel func(error)
 	timer  *time.Timer
+
+	// Set by the hangup poller when it took the watch.
+	id uint64
+	rc syscall.RawConn
 
 	mu        sync.Mutex
 	bodyDone  bool
@@ -84,9 +91,33 @@ func (w *watcher) maybeStart() {
 	if !w.fired || !w.bodyDone || w.started || w.stopped || w.c.br.Buffered() > 0 || w.c.cr.hasByte {
 		return
 	}
+	if b, ok := w.c.nc.(interface{ Buffered() int }); ok && b.Buffered() > 0 {
+		return // a wrapper below holds bytes of the next request
+	}
 	w.started = true
+	if w.c.rc != nil && hangupPoller.add(w, w.c.rc) {
+		return
+	}
 	w.readEnded = make(chan struct{})
 	go w.read()
+}
+
+// hangup is the poller's news of the peer closing, resetting, or (one-shot
+// wake-ups being what they are) sending more.
+func (w *watcher) hangup() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped || w.gone {
+		return
+	}
+	left, spurious := peerLeft(w.rc)
+	switch {
+	case spurious:
+		hangupPoller.rearm(w)
+	case left:
+		w.gone = true
+		w.cancel(ErrClientGone)
+	}
 }
 
 func (w *watcher) read() {
@@ -109,6 +140,12 @@ func (w *watcher) stop() (gone bool) {
 	w.timer.Stop()
 	w.mu.Lock()
 	w.stopped = true
+	if w.rc != nil {
+		hangupPoller.remove(w)
+		gone := w.gone
+		w.mu.Unlock()
+		return gone
+	}
 	started := w.started
 	if started {
 		w.aborted = true
