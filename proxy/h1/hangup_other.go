@@ -9,10 +9,9 @@ type hangups struct{}
 
 var hangupPoller hangups
 
-func (hangups) add(*watcher, syscall.RawConn) bool { return false }
-func (hangups) remove(*watcher)                    {}
-func (hangups) rearm(*watcher)                     {}
+func (hangups) register(*conn) bool { return false }
+func (hangups) forget(uint64)       {}
 
-func peerLeft(syscall.RawConn) (left, spurious bool) { return false, false }
+func peerLeft(syscall.RawConn) (left, nothing bool) { return false, false }
 
 func hangupsWatching() int { return 0 }

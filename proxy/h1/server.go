@@ -34,8 +34,10 @@ type Server struct {
 	ReadHeaderTimeout time.Duration // from a request's first byte to the end of its head
 	IdleTimeout       time.Duration // between requests on a kept-alive connection
 	MaxHeaderBytes    int           // request line and header fields together
-	// WatchAfter is how long a call runs before its client connection is
-	// watched for the client leaving (which cancels the request's context).
+	// WatchAfter is how long a call runs before its client leaving cancels
+	// the request's context (a client that half-closes after a short
+	// request still gets its answer); where the hangup poller cannot look,
+	// also when the watching read starts.
 	WatchAfter time.Duration
 	// ConnContext, if set, derives each connection's base context.
 	ConnContext func(context.Context, net.Conn) context.Context
@@ -68,8 +70,16 @@ type conn struct {
 	bw     *bufio.Writer
 	remote string
 	tls    *tls.ConnectionState
-	head   []byte          // the request head's bytes, reused
-	rc     syscall.RawConn // a clear-text TCP connection's descriptor, for the hangup poller
+	head   []byte // the request head's bytes, reused
+
+	// The hangup poller's view (hangup_linux.go): rc is a clear-text TCP
+	// connection's descriptor, pollID its entry once registered.
+	rc         syscall.RawConn
+	pollID     uint64
+	pollFailed bool
+	hmu        sync.Mutex
+	hseen      bool     // the poller saw a hangup not yet checked by a call
+	hwatch     *watcher // the call it is for; nil between calls
 }
 
 // ServeConn serves requests on c until the client closes it, a request
@@ -83,6 +93,11 @@ func (s *Server) ServeConn(nc net.Conn) {
 	}
 	defer s.forget(c)
 	defer nc.Close()
+	defer func() {
+		if c.pollID != 0 {
+			hangupPoller.forget(c.pollID)
+		}
+	}()
 	if tc, ok := nc.(interface{ ConnectionState() tls.ConnectionState }); ok {
 		st := tc.ConnectionState()
 		c.tls = &st

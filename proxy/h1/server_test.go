@@ -425,6 +425,22 @@ func testClientGone(t *testing.T, wrap func(net.Conn) net.Conn, polled bool) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("handler never saw the client leave")
 	}
+	// A client that leaves at once, before the call has run WatchAfter.
+	c, err = net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "POST /slow HTTP/1.1\r\nHost: m\r\nContent-Length: 2\r\n\r\nhi")
+	c.Close()
+	<-watchedBy
+	select {
+	case err := <-causes:
+		if !errors.Is(err, ErrClientGone) {
+			t.Fatalf("client that left at once: cause %v, want ErrClientGone", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("handler never saw the client that left at once")
+	}
 	got := exchange(t, addr, "GET /stay HTTP/1.1\r\nHost: m\r\nConnection: close\r\n\r\n", false)
 	if err := <-causes; err != nil || !strings.Contains(got, "\r\ndone\r\n") {
 		t.Fatalf("client that stayed: cause %v, answer %q", err, got)
@@ -439,6 +455,26 @@ func testClientGone(t *testing.T, wrap func(net.Conn) net.Conn, polled bool) {
 	}
 	if n := hangupsWatching(); n != 0 {
 		t.Errorf("%d connections still registered with the hangup poller after every call ended", n)
+	}
+}
+
+// TestHalfClosedClientAnswered: a client that half-closes its connection
+// after its request (it has nothing more to send) still gets the answer of
+// a call shorter than WatchAfter, on both watches, though the FIN arrived
+// while the call ran.
+func TestHalfClosedClientAnswered(t *testing.T) {
+	for _, wrap := range []func(net.Conn) net.Conn{nil, func(c net.Conn) net.Conn { return opaqueConn{c} }} {
+		addr := serveWrapped(t, &Server{WatchAfter: time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(50 * time.Millisecond) // the FIN is in by now
+			if err := r.Context().Err(); err != nil {
+				t.Errorf("context: %v", err)
+			}
+			io.WriteString(w, "answer")
+		})}, wrap)
+		got := exchange(t, addr, "GET /a HTTP/1.1\r\nHost: m\r\n\r\n", true)
+		if !strings.Contains(got, "\r\nanswer\r\n") {
+			t.Errorf("polled %v: got %q", wrap == nil, got)
+		}
 	}
 }
 

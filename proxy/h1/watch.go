@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -29,20 +28,23 @@ func (r *connReader) Read(p []byte) (int, error) {
 	return r.nc.Read(p)
 }
 
-// watcher detects a client leaving during a call, but only for a call that
-// has run WatchAfter and whose body has ended (the connection is idle then).
-// A short call never starts one. A clear-text TCP connection is watched by
-// the hangup poller (hangup_linux.go); anything else (TLS, whose peer says
-// goodbye in a record first; another OS) by a one-byte read of the idle
-// connection, as net/http's background read does.
+// watcher detects a client leaving during a call, once its body has ended
+// (the connection is idle then). On a clear-text TCP connection the hangup
+// poller (hangup_linux.go) does it for every call at no cost per call.
+// Anything else (TLS, whose peer says goodbye in a record first; another
+// OS) is watched by a one-byte read of the idle connection, as net/http's
+// background read does, and only for a call that has run WatchAfter: a
+// short call never starts one.
 type watcher struct {
 	c      *conn
 	cancel func(error)
-	timer  *time.Timer
+	timer  *time.Timer // nil: polled
+	polled bool
 
-	// Set by the hangup poller when it took the watch.
-	id uint64
-	rc syscall.RawConn
+	// Polled: when the call began, and the check deferred until it has run
+	// WatchAfter (a short call is never taken for a leaving client).
+	start   time.Time
+	recheck *time.Timer
 
 	mu        sync.Mutex
 	bodyDone  bool
@@ -66,8 +68,24 @@ func (c *conn) watchAfter(d time.Duration, b *body, cancel func(error)) *watcher
 		w.bodyDone = b.done
 		b.mu.Unlock()
 	}
+	if c.pollID != 0 || (c.rc != nil && !c.pollFailed && c.register()) {
+		w.polled, w.fired, w.start = true, true, time.Now()
+		w.mu.Lock()
+		w.maybeStart()
+		w.mu.Unlock()
+		return w
+	}
 	w.timer = time.AfterFunc(d, w.fire)
 	return w
+}
+
+// register joins c to the hangup poller for its life, on its first call.
+func (c *conn) register() bool {
+	if !hangupPoller.register(c) {
+		c.pollFailed = true
+		return false
+	}
+	return true
 }
 
 func (w *watcher) fire() {
@@ -84,9 +102,10 @@ func (w *watcher) bodyEnded() {
 	w.maybeStart()
 }
 
-// maybeStart starts the read once the call is long enough and the
-// connection idle. Bytes already buffered are a pipelined request: a client
-// that sent one is not leaving, and there is nothing to watch.
+// maybeStart starts the watch once the connection is idle (and, for the
+// read, the call long enough). Bytes already buffered are a pipelined
+// request: a client that sent one is not leaving, and there is nothing to
+// watch.
 func (w *watcher) maybeStart() {
 	if !w.fired || !w.bodyDone || w.started || w.stopped || w.c.br.Buffered() > 0 || w.c.cr.hasByte {
 		return
@@ -95,28 +114,51 @@ func (w *watcher) maybeStart() {
 		return // a wrapper below holds bytes of the next request
 	}
 	w.started = true
-	if w.c.rc != nil && hangupPoller.add(w, w.c.rc) {
+	if w.polled {
+		w.c.watchPolled(w)
 		return
 	}
 	w.readEnded = make(chan struct{})
 	go w.read()
 }
 
-// hangup is the poller's news of the peer closing, resetting, or (one-shot
-// wake-ups being what they are) sending more.
-func (w *watcher) hangup() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.stopped || w.gone {
+// watchPolled makes w the call the poller's news is for. A hangup seen
+// before (between calls, or during the body) is checked now: with
+// edge-triggered events it will not be told again.
+func (c *conn) watchPolled(w *watcher) {
+	c.hmu.Lock()
+	c.hwatch = w
+	seen := c.hseen
+	c.hmu.Unlock()
+	if seen {
+		c.peerHungUp()
+	}
+}
+
+// peerHungUp is the poller's news of the peer closing or resetting the
+// connection. It cancels the watched call if the peer left; data waiting
+// is a pipelined request, and that client is not leaving.
+func (c *conn) peerHungUp() {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	c.hseen = true
+	w := c.hwatch
+	if w == nil || w.gone {
+		return // told the next watched call
+	}
+	if wait := c.srv.watchAfter() - time.Since(w.start); wait > 0 {
+		if w.recheck == nil {
+			w.recheck = time.AfterFunc(wait, c.peerHungUp)
+		}
 		return
 	}
-	left, spurious := peerLeft(w.rc)
+	left, nothing := peerLeft(c.rc)
 	switch {
-	case spurious:
-		hangupPoller.rearm(w)
 	case left:
 		w.gone = true
 		w.cancel(ErrClientGone)
+	case nothing:
+		c.hseen = false
 	}
 }
 
@@ -137,15 +179,24 @@ func (w *watcher) read() {
 // stop ends the watch when the call is over and reports whether the client
 // left during it (the connection must close then).
 func (w *watcher) stop() (gone bool) {
+	if w.polled {
+		c := w.c
+		w.mu.Lock()
+		w.stopped = true
+		w.mu.Unlock()
+		c.hmu.Lock()
+		defer c.hmu.Unlock()
+		if c.hwatch == w {
+			c.hwatch = nil
+		}
+		if w.recheck != nil {
+			w.recheck.Stop()
+		}
+		return w.gone
+	}
 	w.timer.Stop()
 	w.mu.Lock()
 	w.stopped = true
-	if w.rc != nil {
-		hangupPoller.remove(w)
-		gone := w.gone
-		w.mu.Unlock()
-		return gone
-	}
 	started := w.started
 	if started {
 		w.aborted = true
