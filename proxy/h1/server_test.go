@@ -408,39 +408,33 @@ func testClientGone(t *testing.T, wrap func(net.Conn) net.Conn, polled bool) {
 			io.WriteString(w, "done")
 		}
 	})}, wrap)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.WriteString(c, "POST /slow HTTP/1.1\r\nHost: m\r\nContent-Length: 2\r\n\r\nhi")
-	if got := <-watchedBy; got != polled {
-		t.Errorf("watched by the hangup poller: %v, want %v", got, polled)
-	}
-	c.Close()
-	select {
-	case err := <-causes:
-		if !errors.Is(err, ErrClientGone) {
-			t.Fatalf("cause %v, want ErrClientGone", err)
+	// A client leaves mid-call (at once: before the call has run
+	// WatchAfter); its call's context ends with ErrClientGone.
+	leave := func(name string, atOnce bool) {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("handler never saw the client leave")
-	}
-	// A client that leaves at once, before the call has run WatchAfter.
-	c, err = net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.WriteString(c, "POST /slow HTTP/1.1\r\nHost: m\r\nContent-Length: 2\r\n\r\nhi")
-	c.Close()
-	<-watchedBy
-	select {
-	case err := <-causes:
-		if !errors.Is(err, ErrClientGone) {
-			t.Fatalf("client that left at once: cause %v, want ErrClientGone", err)
+		io.WriteString(c, "POST /slow HTTP/1.1\r\nHost: m\r\nContent-Length: 2\r\n\r\nhi")
+		if atOnce {
+			c.Close()
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("handler never saw the client that left at once")
+		if got := <-watchedBy; got != polled {
+			t.Errorf("%s: watched by the hangup poller: %v, want %v", name, got, polled)
+		}
+		c.Close()
+		select {
+		case err := <-causes:
+			if !errors.Is(err, ErrClientGone) {
+				t.Fatalf("%s: cause %v, want ErrClientGone", name, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the handler never saw the client leave", name)
+		}
 	}
+	leave("client leaving mid-call", false)
+	leave("client leaving at once", true)
 	got := exchange(t, addr, "GET /stay HTTP/1.1\r\nHost: m\r\nConnection: close\r\n\r\n", false)
 	if err := <-causes; err != nil || !strings.Contains(got, "\r\ndone\r\n") {
 		t.Fatalf("client that stayed: cause %v, answer %q", err, got)
