@@ -156,6 +156,7 @@ func TestRuleConventions(t *testing.T) {
 		alerting.RuleThroughputLatencySlopeChange,
 		alerting.RuleTTFTOverSLO,
 		"MemoryLeakSuspected",
+		"MemoryLeakWatchBlind",
 	} {
 		if alerts[name] == 0 {
 			t.Errorf("no alert %s: the sidecar's rule names and these must match", name)
@@ -182,7 +183,7 @@ func TestRuleConventions(t *testing.T) {
 			t.Errorf("alert %s has no promtool test", name)
 		}
 	}
-	if names := slices.Sorted(maps.Keys(alerts)); len(names) != 6 {
-		t.Errorf("alerts %v, want the four latency rules, LLMTimeToFirstTokenOverSLO and MemoryLeakSuspected", names)
+	if names := slices.Sorted(maps.Keys(alerts)); len(names) != 7 {
+		t.Errorf("alerts %v, want the four latency rules, LLMTimeToFirstTokenOverSLO, MemoryLeakSuspected and MemoryLeakWatchBlind", names)
 	}
 }
