@@ -113,11 +113,3 @@ func peerLeft(rc syscall.RawConn) (left, nothing bool) {
 	}
 	return n == 0, false
 }
-
-// hangupsWatching is how many connections the poller holds now.
-func hangupsWatching() int {
-	h := &hangupPoller
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.byID)
-}

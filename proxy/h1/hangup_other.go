@@ -13,5 +13,3 @@ func (hangups) register(*conn) bool { return false }
 func (hangups) forget(uint64)       {}
 
 func peerLeft(syscall.RawConn) (left, nothing bool) { return false, false }
-
-func hangupsWatching() int { return 0 }

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package h1
+
+func hangupsWatching() int { return 0 }
