@@ -181,7 +181,7 @@ type Limits struct {
 	MaxModels      int     `yaml:"max_models"`       // distinct model/version label pairs before "other"
 	CaptureBytes   int     `yaml:"capture_bytes"`    // HTTP body prefix kept for the decode
 	CaptureBudget  int64   `yaml:"capture_budget"`   // bytes all captures of a route (HTTP prefixes, sampled gRPC messages) may hold at once, waiting for their decode
-	DecodeSample   float64 `yaml:"decode_sample"`    // share of gRPC infer calls fully decoded
+	DecodeSample   float64 `yaml:"decode_sample"`    // share of infer calls fully decoded: gRPC's first message unmarshalled, HTTP's captured bodies validated byte by byte; the decode phase
 	DecodeMaxBytes int     `yaml:"decode_max_bytes"` // largest gRPC message captured for that
 	PipelineQueue  int     `yaml:"pipeline_queue"`   // finished records waiting for the sinks
 }

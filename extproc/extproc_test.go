@@ -141,7 +141,7 @@ func TestSequences(t *testing.T) {
 		},
 		{
 			name: "streamed body in chunks, HTTP JSON decoded",
-			opts: Options{CaptureBytes: 1 << 20},
+			opts: Options{CaptureBytes: 1 << 20, DecodeSample: 1},
 			msgs: []*extprocv3.ProcessingRequest{
 				reqHeaders(headers(false, ":method", "POST", ":path", "/v2/models/mlp/infer", "content-type", "application/json")),
 				reqBody([]byte(jsonReq[:10]), false), reqBody([]byte(jsonReq[10:40]), false), reqBody([]byte(jsonReq[40:]), true),

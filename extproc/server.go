@@ -63,7 +63,7 @@ type Options struct {
 	MaxMessageBytes int64   // gRPC: a message declaring more is not scanned further (0: no limit)
 	CaptureBytes    int     // HTTP: body prefix kept for the bounded decode (0: none)
 	CaptureBudget   int64   // bytes all captures may hold at once; 0: 64 MiB
-	DecodeSample    float64 // gRPC: share of infer calls whose first message is fully decoded
+	DecodeSample    float64 // share of infer calls fully decoded: gRPC's first message unmarshalled, HTTP's captured bodies walked validating every byte
 	DecodeMaxBytes  int     // gRPC: largest message captured for that decode
 	APIHint         string  // "tfserving" or "kserve_v1" for /v1/models/{m}:predict
 

@@ -415,7 +415,7 @@ func (st *stream) finish(now time.Time, clean bool) {
 		c.RequestMessages, c.ResponseMessages = 1, 1
 		c.Code = st.httpCode()
 		if st.reqCap != nil {
-			c.Deferred = callcap.HTTPDecode(st.route, st.reqHdr, st.reqCap, st.respHdr, st.respCap)
+			c.Deferred = callcap.HTTPDecode(st.route, st.reqHdr, st.reqCap, st.respHdr, st.respCap, st.s.sampler.Sample())
 		}
 	}
 	if !st.s.o.Pipeline.Submit(c) {

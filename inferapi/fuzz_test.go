@@ -270,6 +270,25 @@ func FuzzHTTPDecode(f *testing.F) {
 				t.Fatalf("whole body decodes, its %d-byte prefix fails: %v", len(prefix), perr)
 			}
 		}
+		// The bracket scan of every call: no panic on anything, and on what
+		// the validating decode accepts, the same record, whole or cut.
+		for i, scan := range []func(Route, http.Header, []byte, bool, *record.Call) error{ScanHTTPRequest, ScanHTTPResponse} {
+			decode := []func(Route, http.Header, []byte, bool, *record.Call) error{DecodeHTTPRequest, DecodeHTTPResponse}[i]
+			for _, in := range []struct {
+				b   []byte
+				cut bool
+			}{{body, false}, {prefix, true}} {
+				var want, got record.Call
+				werr := decode(r, h, in.b, in.cut, &want)
+				gerr := scan(r, h, in.b, in.cut, &got)
+				if (gerr != nil) != got.DecodeFail {
+					t.Fatalf("scan: err %v but DecodeFail %v", gerr, got.DecodeFail)
+				}
+				if werr == nil && (gerr != nil || !reflect.DeepEqual(want, got)) {
+					t.Fatalf("decode accepts %q (cut %v), scan: %v\nwant %+v\n got %+v", in.b, in.cut, gerr, want, got)
+				}
+			}
+		}
 	})
 }
 

@@ -23,46 +23,60 @@ const headerJSONLength = "Inference-Header-Content-Length"
 // is not an error: whatever the prefix holds is kept. Bodies that are not
 // JSON (by Content-Type), are content-encoded, or belong to an API without a
 // decoder (TorchServe, unknown) are left alone. The error, for a malformed
-// payload only, also marks the call DecodeFail.
+// payload only, also marks the call DecodeFail. It validates every byte as
+// encoding/json would: the decode sample's walk, whose time is the decode
+// phase.
 func DecodeHTTPRequest(r Route, h http.Header, body []byte, truncated bool, c *record.Call) error {
-	if !r.Infer {
-		return nil
-	}
-	var err error
-	switch r.API {
-	case record.APIKServeV2:
-		err = decodeV2(h, body, truncated, c, false)
-	case record.APIKServeV1, record.APITFServing:
-		err = decodeV1(h, body, truncated, c, false)
-	case record.APIOpenAI:
-		err = decodeOpenAIRequest(h, body, truncated, c)
-	}
-	if err != nil {
-		c.DecodeFail = true
-		return fmt.Errorf("decode %s %s request: %w", r.API, r.Method, err)
-	}
-	return nil
+	return decodeHTTP(r, h, body, truncated, c, false, false)
 }
 
 // DecodeHTTPResponse reads what an HTTP response body says about the call:
 // the outputs and, when the call has none yet, the model and version. Its
 // terms are DecodeHTTPRequest's.
 func DecodeHTTPResponse(r Route, h http.Header, body []byte, truncated bool, c *record.Call) error {
+	return decodeHTTP(r, h, body, truncated, c, true, false)
+}
+
+// ScanHTTPRequest is DecodeHTTPRequest for every call: from valid JSON it
+// fills the record exactly as DecodeHTTPRequest does, but it passes over
+// skipped arrays — tensor data above all — by their brackets and strings
+// (jsonLexer.skipBrackets), so it costs a fraction of a validating walk on
+// large bodies, and a number malformed inside a data array goes unnoticed
+// (the decode sample's DecodeHTTPRequest notices it). Anything malformed
+// outside skipped arrays, and a body cut short, fails as it does there.
+func ScanHTTPRequest(r Route, h http.Header, body []byte, truncated bool, c *record.Call) error {
+	return decodeHTTP(r, h, body, truncated, c, false, true)
+}
+
+// ScanHTTPResponse is ScanHTTPRequest for a response body.
+func ScanHTTPResponse(r Route, h http.Header, body []byte, truncated bool, c *record.Call) error {
+	return decodeHTTP(r, h, body, truncated, c, true, true)
+}
+
+func decodeHTTP(r Route, h http.Header, body []byte, truncated bool, c *record.Call, response, scan bool) error {
 	if !r.Infer {
 		return nil
 	}
 	var err error
 	switch r.API {
 	case record.APIKServeV2:
-		err = decodeV2(h, body, truncated, c, true)
+		err = decodeV2(h, body, truncated, c, response, scan)
 	case record.APIKServeV1, record.APITFServing:
-		err = decodeV1(h, body, truncated, c, true)
+		err = decodeV1(h, body, truncated, c, response, scan)
 	case record.APIOpenAI:
-		err = decodeOpenAIResponse(h, body, truncated, c)
+		if response {
+			err = decodeOpenAIResponse(h, body, truncated, c, scan)
+		} else {
+			err = decodeOpenAIRequest(h, body, truncated, c, scan)
+		}
 	}
 	if err != nil {
 		c.DecodeFail = true
-		return fmt.Errorf("decode %s %s response: %w", r.API, r.Method, err)
+		side := "request"
+		if response {
+			side = "response"
+		}
+		return fmt.Errorf("decode %s %s %s: %w", r.API, r.Method, side, err)
 	}
 	return nil
 }
@@ -124,7 +138,7 @@ type v2Tensor struct {
 
 // decodeV2 reads a KServe v2 JSON body, or the JSON header of a body in the
 // binary tensor extension.
-func decodeV2(h http.Header, body []byte, truncated bool, c *record.Call, response bool) error {
+func decodeV2(h http.Header, body []byte, truncated bool, c *record.Call, response, scan bool) error {
 	if len(body) == 0 {
 		return nil // nothing captured, nothing to say
 	}
@@ -153,7 +167,7 @@ func decodeV2(h http.Header, body []byte, truncated bool, c *record.Call, respon
 	}
 	var binaryTotal int64
 	first := true
-	w := newJSONWalk(jsonPart)
+	w := newJSONWalk(jsonPart).scanning(scan)
 	err := w.object("body", func(key string) error {
 		switch {
 		case key == list:
@@ -284,7 +298,7 @@ func datatypeSize(dt string) int64 {
 // decodeV1 reads a KServe v1 or TF Serving JSON body: row ("instances",
 // "examples") or columnar ("inputs") requests, and "predictions", "result"
 // or "outputs" responses.
-func decodeV1(h http.Header, body []byte, truncated bool, c *record.Call, response bool) error {
+func decodeV1(h http.Header, body []byte, truncated bool, c *record.Call, response, scan bool) error {
 	if kindOf(h, body) != bodyJSON || len(body) == 0 {
 		return nil
 	}
@@ -304,7 +318,7 @@ func decodeV1(h http.Header, body []byte, truncated bool, c *record.Call, respon
 		first = false
 		add(t)
 	}
-	w := newJSONWalk(body)
+	w := newJSONWalk(body).scanning(scan)
 	err := w.object("body", func(key string) error {
 		switch {
 		case key == rows || (key == "examples" && !response) || (key == "result" && response):

@@ -57,6 +57,65 @@ func runHTTPCases(t *testing.T, response bool, tests []httpCase) {
 		if !reflect.DeepEqual(c, want) {
 			t.Errorf("%s:\n got %+v\nwant %+v", tt.name, c, want)
 		}
+		if tt.wantErr {
+			continue // what the scan makes of it: TestScanHTTP, FuzzHTTPDecode
+		}
+		// The bracket scan of every call reads a valid body alike.
+		s := tt.pre
+		if response {
+			err = ScanHTTPResponse(tt.route, tt.header, []byte(tt.body), tt.truncated, &s)
+		} else {
+			err = ScanHTTPRequest(tt.route, tt.header, []byte(tt.body), tt.truncated, &s)
+		}
+		if err != nil || !reflect.DeepEqual(s, want) {
+			t.Errorf("%s: scan: %v\n got %+v\nwant %+v", tt.name, err, s, want)
+		}
+	}
+}
+
+// TestScanHTTP: where the bracket scan and the validating decode part ways,
+// and where they must not.
+func TestScanHTTP(t *testing.T) {
+	infer := HTTPRoute("POST", "/v2/models/m/infer", "")
+	two := func(a, b string) string {
+		return `{"inputs":[{"name":"a","shape":[2],"datatype":"BYTES","data":` + a + `},` +
+			`{"name":"b","shape":[1,2],"datatype":"FP32","data":` + b + `}]}`
+	}
+	whole := two(`["a","b"]`, `[[1,2]]`)
+	cutData := whole[:strings.LastIndex(whole, "[[1,2")+len("[[1,2")]
+	named := []record.Tensor{{Name: "a", Datatype: "BYTES", Shape: []int64{2}}, {Name: "b", Datatype: "FP32", Shape: []int64{1, 2}, Bytes: 8}}
+	for _, tc := range []struct {
+		name          string
+		body          string
+		cut           bool
+		scanErr       bool // the scan fails
+		validateFails bool // the validating decode fails
+		inputs        []record.Tensor
+	}{
+		{name: "brackets and quotes inside strings", body: two(`["]]","[\"[",  "\\"]`, `[[1,2]]`), inputs: named},
+		{name: "nested and empty arrays", body: two(`[[],[[]],"x"]`, `[[1e3,-0.5],[]]`), inputs: named},
+		{name: "malformed numbers: only the validating walk sees them", body: two(`["a","b"]`, `[[1..2,--3,,]]`), validateFails: true, inputs: named},
+		{name: "object punctuation inside an array", body: two(`[{"k" 1}]`, `[[1,2]]`), validateFails: true, inputs: named},
+		{name: "cut inside data, declared", body: cutData, cut: true, inputs: named},
+		{name: "cut inside data, undeclared", body: cutData, scanErr: true, validateFails: true, inputs: named},
+		{name: "cut inside a string in data", body: `{"inputs":[{"name":"a","data":["x]`, scanErr: true, validateFails: true, inputs: []record.Tensor{{Name: "a"}}},
+		{name: "bad escape inside data", body: two(`["\q"]`, `[1]`), scanErr: true, validateFails: true, inputs: []record.Tensor{{Name: "a", Datatype: "BYTES", Shape: []int64{2}}}},
+		{name: "unbalanced: more closing", body: `{"inputs":[{"name":"a","data":[1]]}]}`, scanErr: true, validateFails: true, inputs: []record.Tensor{{Name: "a"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var v, s record.Call
+			verr := DecodeHTTPRequest(infer, jsonType, []byte(tc.body), tc.cut, &v)
+			serr := ScanHTTPRequest(infer, jsonType, []byte(tc.body), tc.cut, &s)
+			if (verr != nil) != tc.validateFails {
+				t.Errorf("validating decode: %v, want failure %v", verr, tc.validateFails)
+			}
+			if (serr != nil) != tc.scanErr || s.DecodeFail != tc.scanErr {
+				t.Errorf("scan: %v (DecodeFail %v), want failure %v", serr, s.DecodeFail, tc.scanErr)
+			}
+			if !reflect.DeepEqual(s.Inputs, tc.inputs) {
+				t.Errorf("scan read inputs %+v, want %+v", s.Inputs, tc.inputs)
+			}
+		})
 	}
 }
 

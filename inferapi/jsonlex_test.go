@@ -36,17 +36,20 @@ func compareWithDecoder(t *testing.T, data []byte, skips uint64) {
 	lex := newJSONLexer(data)
 	slow := newJSONLexer(data)
 	slow.general = true
+	scan := newJSONLexer(data)
+	scan.scan = true
 	for step := 0; step < 1<<14; step++ {
 		skip := skips>>(step%64)&1 == 1
-		var want, got, gen json.Token
-		var werr, gerr, serr error
+		var want, got, gen, sct json.Token
+		var werr, gerr, serr, scerr error
 		if skip {
 			var raw json.RawMessage
-			werr, gerr, serr = dec.Decode(&raw), lex.Skip(), slow.Skip()
+			werr, gerr, serr, scerr = dec.Decode(&raw), lex.Skip(), slow.Skip(), scan.Skip()
 		} else {
 			want, werr = dec.Token()
 			got, gerr = lex.Token()
 			gen, serr = slow.Token()
+			sct, scerr = scan.Token()
 		}
 		if fmt.Sprint(gerr) != fmt.Sprint(serr) || lex.InputOffset() != slow.InputOffset() || !reflect.DeepEqual(got, gen) {
 			t.Fatalf("step %d (skip %v) of %q: fast path %v at %d, general path %v at %d", step, skip, data, gerr, lex.InputOffset(), serr, slow.InputOffset())
@@ -55,7 +58,12 @@ func compareWithDecoder(t *testing.T, data []byte, skips uint64) {
 			t.Fatalf("step %d (skip %v) of %q: Decoder %v, lexer %v", step, skip, data, werr, gerr)
 		}
 		if werr != nil {
-			return
+			return // the scan may fail elsewhere, or pass over what failed
+		}
+		// Up to the first error, the scan walks valid JSON exactly as the
+		// lexer does.
+		if scerr != nil || scan.InputOffset() != lex.InputOffset() || !reflect.DeepEqual(sct, got) {
+			t.Fatalf("step %d (skip %v) of %q: scan %v %v at %d, lexer %v at %d", step, skip, data, sct, scerr, scan.InputOffset(), got, lex.InputOffset())
 		}
 		if !reflect.DeepEqual(want, got) {
 			t.Fatalf("step %d of %q: Decoder %#v, lexer %#v", step, data, want, got)
@@ -168,6 +176,15 @@ func BenchmarkJSONSkip(b *testing.B) {
 	b.Run("lexer", func(b *testing.B) {
 		for b.Loop() {
 			if err := newJSONLexer(data).Skip(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("scan", func(b *testing.B) {
+		for b.Loop() {
+			l := newJSONLexer(data)
+			l.scan = true
+			if err := l.Skip(); err != nil {
 				b.Fatal(err)
 			}
 		}

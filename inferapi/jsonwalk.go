@@ -19,6 +19,13 @@ type jsonWalk struct {
 
 func newJSONWalk(b []byte) *jsonWalk { return &jsonWalk{src: b, dec: newJSONLexer(b)} }
 
+// scanning sets whether skipped arrays are passed over by their brackets
+// alone (jsonLexer.scan).
+func (w *jsonWalk) scanning(on bool) *jsonWalk {
+	w.dec.scan = on
+	return w
+}
+
 // peek returns the first byte of the next value, or 0 at the end of the
 // input. It tells a list from a scalar even when the value is cut before the
 // decoder can return its first token.

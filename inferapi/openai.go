@@ -11,12 +11,12 @@ import (
 // decodeOpenAIRequest reads an OpenAI-compatible request: the model, whether
 // the response streams, and the batch: 1, or the number of prompts (inputs
 // for embeddings) when a list of them is sent.
-func decodeOpenAIRequest(h http.Header, body []byte, truncated bool, c *record.Call) error {
+func decodeOpenAIRequest(h http.Header, body []byte, truncated bool, c *record.Call, scan bool) error {
 	if kindOf(h, body) != bodyJSON || len(body) == 0 {
 		return nil
 	}
 	batch := 1
-	w := newJSONWalk(body)
+	w := newJSONWalk(body).scanning(scan)
 	err := w.object("body", func(key string) error {
 		switch key {
 		case "model":
@@ -81,7 +81,7 @@ func (w *jsonWalk) prompts() (int, error) {
 // decodeOpenAIResponse reads the model from an OpenAI-compatible response:
 // a JSON body, or the first event of a server-sent event stream, which also
 // marks the call streaming.
-func decodeOpenAIResponse(h http.Header, body []byte, truncated bool, c *record.Call) error {
+func decodeOpenAIResponse(h http.Header, body []byte, truncated bool, c *record.Call, scan bool) error {
 	switch kindOf(h, body) {
 	case bodyJSON:
 	case bodyEventStream:
@@ -99,7 +99,7 @@ func decodeOpenAIResponse(h http.Header, body []byte, truncated bool, c *record.
 	}
 	whole := !c.Stream
 	var ev OpenAIEvent
-	w := newJSONWalk(body)
+	w := newJSONWalk(body).scanning(scan)
 	err := w.object("body", func(key string) error {
 		switch key {
 		case "model":

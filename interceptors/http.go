@@ -73,7 +73,8 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if reqCap != nil {
 		reqHdr := callcap.DecodeHeaders(func(k string) string { return r.Header.Get(k) })
 		respHdr := callcap.DecodeHeaders(func(k string) string { return w.Header().Get(k) })
-		c.Deferred = callcap.HTTPDecode(rt, reqHdr, reqCap, respHdr, respCap)
+		// No decode sample in process: every call gets the validating walk.
+		c.Deferred = callcap.HTTPDecode(rt, reqHdr, reqCap, respHdr, respCap, true)
 	}
 	if !m.pipeline.Submit(c) {
 		reqCap.Release()

@@ -20,8 +20,10 @@ import (
 // larger than Options.DecodeMaxBytes, and the pipeline unmarshals it into the
 // generated ModelInferRequest; that unmarshal time is the decode phase.
 //
-// HTTP: the bounded prefix captured from each infer body is decoded by the
-// inferapi JSON/binary-extension decoders; that time is the decode phase.
+// HTTP: the bounded prefix captured from each infer body is read by the
+// inferapi JSON/binary-extension decoders: every call's by the bracket scan,
+// which passes over tensor data without checking its numbers; the decode
+// sample's by the validating walk, whose time is the decode phase.
 
 // deferGRPCDecode returns the deferred full decode of a captured message.
 func deferGRPCDecode(msg []byte, res *reservation) func(*record.Call) {
@@ -38,20 +40,28 @@ func deferGRPCDecode(msg []byte, res *reservation) func(*record.Call) {
 	}
 }
 
-// deferHTTPDecode returns the deferred decode of captured HTTP bodies.
-func deferHTTPDecode(rt inferapi.Route, reqHdr http.Header, req *capture, respHdr http.Header, resp *capture) func(*record.Call) {
+// deferHTTPDecode returns the deferred decode of captured HTTP bodies: the
+// bracket scan for every call, the validating walk, timed as the decode
+// phase, when full (the decode sample).
+func deferHTTPDecode(rt inferapi.Route, reqHdr http.Header, req *capture, respHdr http.Header, resp *capture, full bool) func(*record.Call) {
 	return func(c *record.Call) {
 		defer req.release()
 		defer resp.release()
+		decodeReq, decodeResp := inferapi.ScanHTTPRequest, inferapi.ScanHTTPResponse
+		if full {
+			decodeReq, decodeResp = inferapi.DecodeHTTPRequest, inferapi.DecodeHTTPResponse
+		}
 		s := time.Now()
-		err := inferapi.DecodeHTTPRequest(rt, reqHdr, req.buf, req.truncated, c)
+		err := decodeReq(rt, reqHdr, req.buf, req.truncated, c)
 		if resp != nil && respHdr != nil && len(resp.buf) > 0 && c.Code != "" && c.Code[0] == '2' {
-			if rerr := inferapi.DecodeHTTPResponse(rt, respHdr, resp.buf, resp.truncated, c); rerr != nil && err == nil {
+			if rerr := decodeResp(rt, respHdr, resp.buf, resp.truncated, c); rerr != nil && err == nil {
 				err = rerr
 			}
 		}
-		c.Decode = time.Since(s)
-		c.DecodeRan = true
+		if full {
+			c.Decode = time.Since(s)
+			c.DecodeRan = true
+		}
 		if err != nil {
 			c.DecodeFail = true
 		}

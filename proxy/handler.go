@@ -28,7 +28,7 @@ type Options struct {
 	MaxMessageBytes int64   // largest gRPC message accepted, 0 for no limit
 	CaptureBytes    int     // HTTP: body prefix kept for the bounded decode
 	CaptureBudget   int64   // bytes all calls' captures (HTTP prefixes, sampled gRPC messages) may hold at once, waiting for their decode; 0: 64 MiB
-	DecodeSample    float64 // gRPC: share of infer calls whose first message is fully decoded
+	DecodeSample    float64 // share of infer calls fully decoded: gRPC's first message unmarshalled, HTTP's captured bodies walked validating every byte
 	DecodeMaxBytes  int     // gRPC: largest message captured for that decode
 	APIHint         string  // "tfserving" or "kserve_v1" for /v1/models/{m}:predict
 
@@ -437,7 +437,7 @@ func (h *Handler) finish(cl *call, r *http.Request) {
 	if !cl.grpc {
 		c.RequestMessages, c.ResponseMessages = 1, 1
 		if b.capture != nil {
-			c.Deferred = deferHTTPDecode(cl.route, decodeHeaders(r.Header), b.capture, cl.respHdr, cl.respCap)
+			c.Deferred = deferHTTPDecode(cl.route, decodeHeaders(r.Header), b.capture, cl.respHdr, cl.respCap, h.sampleDecode())
 		}
 	}
 	if h.o.UpstreamRTT != nil {

@@ -55,7 +55,7 @@ func runExtproc(args []string, logw io.Writer) error {
 		maxRecv     = fs.Int("max-recv-bytes", extproc.DefaultMaxRecvBytes, "largest ext_proc message accepted (keep above Envoy's buffer limit in BUFFERED mode)")
 		captureB    = fs.Int("capture-bytes", 1<<20, "HTTP: body prefix decoded per infer call")
 		budget      = fs.Int64("capture-budget", 64<<20, "bytes all captures may hold at once while waiting for their decode")
-		decode      = fs.Float64("decode-sample", 0.01, "share of gRPC infer calls fully decoded to price deserialization")
+		decode      = fs.Float64("decode-sample", 0.01, "share of infer calls fully decoded to price deserialization (gRPC: unmarshalled; HTTP: JSON validated byte by byte)")
 		decodeMax   = fs.Int("decode-max-bytes", 4<<20, "largest gRPC message captured for that decode")
 		apiHint     = fs.String("api-hint", "", "what /v1/models/{m}:predict is: kserve_v1 (default) or tfserving")
 		window      = fs.Duration("window", 10*time.Second, "window statistics window length")

@@ -39,7 +39,7 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 		statsEvery  = fs.Duration("triton-stats-interval", 5*time.Second, "poll interval of the upstream's statistics extension")
 		noStats     = fs.Bool("no-triton-stats", false, "do not poll the upstream's statistics extension")
 		readiness   = fs.String("readiness", "auto", "upstream readiness probe: auto, tcp or none")
-		decode      = fs.Float64("decode-sample", 0.01, "share of gRPC infer calls fully decoded to price deserialization")
+		decode      = fs.Float64("decode-sample", 0.01, "share of infer calls fully decoded to price deserialization (gRPC: unmarshalled; HTTP: JSON validated byte by byte)")
 		logLevel    = fs.String("log-level", "info", "debug, info, warn or error")
 		dataPlane   = fs.String("data-plane", config.DefaultDataPlane(), "how routes move bytes: stdlib (net/http) or frame (frame-level HTTP/2 for gRPC, own HTTP/1.1 loop); default from INFERWATCH_DATA_PLANE, else stdlib")
 	)

@@ -161,22 +161,31 @@ func GRPCDecode(msg []byte, res *Reservation) func(*record.Call) {
 }
 
 // HTTPDecode returns the deferred decode of captured HTTP bodies: the
-// request's always, the response's when the call succeeded (2xx).
-func HTTPDecode(rt inferapi.Route, reqHdr http.Header, req *Prefix, respHdr http.Header, resp *Prefix) func(*record.Call) {
+// request's always, the response's when the call succeeded (2xx). Every
+// call gets the bracket scan (inferapi.ScanHTTPRequest), which fills the
+// record; a full one (the decode sample) gets the validating walk instead,
+// whose time is the call's decode phase, as a gRPC call's unmarshal is.
+func HTTPDecode(rt inferapi.Route, reqHdr http.Header, req *Prefix, respHdr http.Header, resp *Prefix, full bool) func(*record.Call) {
 	return func(c *record.Call) {
 		defer req.Release()
 		defer resp.Release()
+		decodeReq, decodeResp := inferapi.ScanHTTPRequest, inferapi.ScanHTTPResponse
+		if full {
+			decodeReq, decodeResp = inferapi.DecodeHTTPRequest, inferapi.DecodeHTTPResponse
+		}
 		s := time.Now()
 		var err error
 		if req != nil {
-			err = inferapi.DecodeHTTPRequest(rt, reqHdr, req.Buf, req.Truncated, c)
+			err = decodeReq(rt, reqHdr, req.Buf, req.Truncated, c)
 		}
 		if resp != nil && respHdr != nil && len(resp.Buf) > 0 && c.Code != "" && c.Code[0] == '2' {
-			if rerr := inferapi.DecodeHTTPResponse(rt, respHdr, resp.Buf, resp.Truncated, c); rerr != nil && err == nil {
+			if rerr := decodeResp(rt, respHdr, resp.Buf, resp.Truncated, c); rerr != nil && err == nil {
 				err = rerr
 			}
 		}
-		c.Decode, c.DecodeRan = time.Since(s), true
+		if full {
+			c.Decode, c.DecodeRan = time.Since(s), true
+		}
 		if err != nil {
 			c.DecodeFail = true
 		}

@@ -99,9 +99,29 @@ func TestDeferredDecodes(t *testing.T) {
 	req.Write([]byte(`{"inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[1,2,3,4]}]}`))
 	hdr := DecodeHeaders(func(k string) string { return map[string]string{"content-type": "application/json"}[k] })
 	c = record.Call{Code: "200"}
-	HTTPDecode(rt, hdr, req, http.Header{}, nil)(&c)
+	HTTPDecode(rt, hdr, req, http.Header{}, nil, true)(&c)
 	if !c.DecodeRan || c.DecodeFail || c.BatchSize != 2 || c.InputCount != 1 || b.Left() != 100 {
 		t.Fatalf("HTTP decode: %+v, left %d", c, b.Left())
+	}
+	// Outside the decode sample: the same fields from the bracket scan, no
+	// decode phase, and numbers inside data not checked.
+	for _, tc := range []struct {
+		body     string
+		full     bool
+		wantFail bool
+	}{
+		{`{"inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[1,2,3,4]}]}`, false, false},
+		{`{"inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[1,2,3,4.]}]}`, false, false},
+		{`{"inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[1,2,3,4.]}]}`, true, true},
+		{`{"inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[1,2,3,4]`, false, true},
+	} {
+		req := NewPrefix(1024, b)
+		req.Write([]byte(tc.body))
+		c = record.Call{Code: "200"}
+		HTTPDecode(rt, hdr, req, http.Header{}, nil, tc.full)(&c)
+		if c.DecodeRan != tc.full || c.DecodeFail != tc.wantFail || c.BatchSize != 2 || c.InputCount != 1 || b.Left() != 100 {
+			t.Fatalf("HTTP decode of %s (full %v): %+v, left %d", tc.body, tc.full, c, b.Left())
+		}
 	}
 	if hdr.Get("Content-Type") != "application/json" || len(DecodeHeaders(func(string) string { return "" })) != 0 {
 		t.Fatalf("DecodeHeaders: %v", hdr)
