@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"sync/atomic"
 	"testing"
 )
@@ -63,4 +64,48 @@ func TestCaptureAdopt(t *testing.T) {
 	}
 	bb.unref()
 	bb2.unref()
+}
+
+// TestCaptureGrows: a capture written piece by piece holds exactly the
+// body's first max bytes in one pooled buffer, which goes back on release;
+// a capture that adopted a shared buffer moves out of it to grow.
+func TestCaptureGrows(t *testing.T) {
+	out := bodyBufsOut.Load()
+	var budget atomic.Int64
+	budget.Store(1 << 30)
+	body := bytes.Repeat([]byte("0.123456,"), 40000) // 360000 bytes
+	c := &capture{max: 300000, budget: &budget}
+	for p := body; len(p) > 0; p = p[min(len(p), 7000):] {
+		c.write(p[:min(len(p), 7000)])
+	}
+	if !bytes.Equal(c.buf, body[:300000]) || !c.truncated || c.owned == nil || &c.owned.b[0] != &c.buf[0] {
+		t.Fatalf("captured %d bytes (same as the body's prefix: %v), truncated %v, pooled %v", len(c.buf), bytes.Equal(c.buf, body[:len(c.buf)]), c.truncated, c.owned != nil)
+	}
+	if got := budget.Load(); got != 1<<30-300000 {
+		t.Fatalf("budget charged %d bytes", 1<<30-got)
+	}
+	if bodyBufsOut.Load() != out+1 {
+		t.Fatalf("%d pooled buffers held, want the one the capture lies in", bodyBufsOut.Load()-out)
+	}
+	c.release()
+	if bodyBufsOut.Load() != out || budget.Load() != 1<<30 {
+		t.Fatalf("after release: %d buffers held, budget %d", bodyBufsOut.Load()-out, budget.Load())
+	}
+
+	bb := getBodyBuf(4)
+	copy(bb.b, "head")
+	a := &capture{max: 100}
+	a.adopt(bb)
+	a.write([]byte(" tail"))
+	if string(a.buf) != "head tail" || a.owned == bb || bb.refs.Load() != 1 {
+		t.Fatalf("adopted then written: %q, still in the shared buffer %v, its holds %d", a.buf, a.owned == bb, bb.refs.Load())
+	}
+	if string(bb.b) != "head" {
+		t.Fatalf("the shared buffer was written to: %q", bb.b)
+	}
+	a.release()
+	bb.unref()
+	if bodyBufsOut.Load() != out {
+		t.Fatalf("%d pooled buffers not given back", bodyBufsOut.Load()-out)
+	}
 }

@@ -19,17 +19,20 @@ type bodyBuf struct {
 	refs atomic.Int32
 }
 
-// Pools of body buffers by power-of-two size, 1 KiB to smallBodyBytes.
+// Pools of body buffers by power-of-two size, 1 KiB to smallBodyBytes for
+// the bodies read whole, on to 16 MiB for the captures of large ones (a
+// capture grows by doubling; larger buffers are made to size, not pooled).
 const (
 	minBodyBufShift = 10
 	maxBodyBufShift = 16
+	maxPooledShift  = 24
 	// Both constants below are negative, so do not compile, unless
 	// smallBodyBytes is 1<<maxBodyBufShift.
 	_ = uint(smallBodyBytes - 1<<maxBodyBufShift)
 	_ = uint(1<<maxBodyBufShift - smallBodyBytes)
 )
 
-var bodyBufPools [maxBodyBufShift - minBodyBufShift + 1]sync.Pool
+var bodyBufPools [maxPooledShift - minBodyBufShift + 1]sync.Pool
 
 // bodyBufsOut counts buffers taken and not yet back: the tests hold the
 // proxy to returning every one.
@@ -42,12 +45,16 @@ func bodyBufClass(n int) int {
 	return bits.Len(uint(n-1)) - minBodyBufShift
 }
 
-// getBodyBuf returns a buffer of n bytes (n ≤ smallBodyBytes) held once.
+// getBodyBuf returns a buffer of n bytes held once.
 func getBodyBuf(n int) *bodyBuf {
-	c := bodyBufClass(n)
-	bb, _ := bodyBufPools[c].Get().(*bodyBuf)
-	if bb == nil {
-		bb = &bodyBuf{b: make([]byte, 1<<(c+minBodyBufShift))}
+	var bb *bodyBuf
+	if c := bodyBufClass(n); c < len(bodyBufPools) {
+		bb, _ = bodyBufPools[c].Get().(*bodyBuf)
+		if bb == nil {
+			bb = &bodyBuf{b: make([]byte, 1<<(c+minBodyBufShift))}
+		}
+	} else {
+		bb = &bodyBuf{b: make([]byte, n)}
 	}
 	bb.b = bb.b[:n]
 	bb.refs.Store(1)
@@ -62,7 +69,9 @@ func (bb *bodyBuf) unref() {
 	switch n := bb.refs.Add(-1); {
 	case n == 0:
 		bodyBufsOut.Add(-1)
-		bodyBufPools[bodyBufClass(cap(bb.b))].Put(bb)
+		if c := bodyBufClass(cap(bb.b)); c < len(bodyBufPools) && cap(bb.b) == 1<<(c+minBodyBufShift) {
+			bodyBufPools[c].Put(bb)
+		}
 	case n < 0:
 		panic("proxy: body buffer released more often than held")
 	}

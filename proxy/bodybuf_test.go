@@ -12,6 +12,8 @@ func TestBodyBufSizes(t *testing.T) {
 	for _, tc := range []struct{ n, cap int }{
 		{0, 1 << 10}, {1, 1 << 10}, {1 << 10, 1 << 10}, {1<<10 + 1, 2 << 10},
 		{7843, 8 << 10}, {32<<10 + 1, 64 << 10}, {smallBodyBytes, smallBodyBytes},
+		{smallBodyBytes + 1, 2 * smallBodyBytes}, {1<<20 + 1, 2 << 20}, {1 << 24, 1 << 24},
+		{1<<24 + 1, 1<<24 + 1}, // past the pools: made to size
 	} {
 		bb := getBodyBuf(tc.n)
 		if len(bb.b) != tc.n || cap(bb.b) != tc.cap || bb.refs.Load() != 1 {
