@@ -31,11 +31,14 @@ type rawConn struct {
 	rerr   error
 	readFn func(uintptr) bool
 
-	wmu     sync.Mutex
-	wp      []byte
-	wn      int
-	werr    error
-	writeFn func(uintptr) bool
+	wmu      sync.Mutex
+	wp       []byte
+	wn       int
+	werr     error
+	writeFn  func(uintptr) bool
+	wiov     [4]syscall.Iovec // WriteBuffers' pieces still to go
+	wiovs    []syscall.Iovec
+	writevFn func(uintptr) bool
 }
 
 // newRawConn wraps c when it is a TCP connection; anything else (TLS, a
@@ -50,7 +53,7 @@ func newRawConn(c net.Conn) net.Conn {
 		return c
 	}
 	r := &rawConn{TCPConn: tc, rc: rc}
-	r.readFn, r.writeFn = r.readFd, r.writeFd
+	r.readFn, r.writeFn, r.writevFn = r.readFd, r.writeFd, r.writevFd
 	return r
 }
 
@@ -117,6 +120,77 @@ func (c *rawConn) writeFd(fd uintptr) bool {
 		switch e {
 		case 0:
 			c.wn += int(n)
+			continue
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		}
+		c.werr = e
+		return true
+	}
+	return true
+}
+
+// WriteBuffers writes the pieces in order with writev, one system call
+// where the socket takes them all: the HTTP/1.1 loop's chunk of a streamed
+// body is its size line, the data and a CRLF, three writes otherwise.
+func (c *rawConn) WriteBuffers(bufs ...[]byte) (int64, error) {
+	if len(bufs) > len(c.wiov) {
+		var n int64
+		for _, b := range bufs {
+			m, err := c.Write(b)
+			n += int64(m)
+			if err != nil {
+				return n, err
+			}
+		}
+		return n, nil
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	var total int64
+	c.wiovs = c.wiov[:0]
+	for _, b := range bufs {
+		if len(b) > 0 {
+			c.wiovs = append(c.wiovs, syscall.Iovec{Base: &b[0]})
+			c.wiovs[len(c.wiovs)-1].SetLen(len(b))
+			total += int64(len(b))
+		}
+	}
+	c.wn, c.werr = 0, nil
+	var err error
+	if len(c.wiovs) > 0 {
+		err = c.rc.Write(c.writevFn)
+	}
+	n := int64(c.wn)
+	c.wiovs = nil
+	c.wiov = [4]syscall.Iovec{} // no pointers into the callers' buffers kept
+	if err != nil {
+		return n, err
+	}
+	if c.werr != nil {
+		return n, c.opError("write", c.werr)
+	}
+	return total, nil
+}
+
+func (c *rawConn) writevFd(fd uintptr) bool {
+	for len(c.wiovs) > 0 {
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&c.wiovs[0])), uintptr(len(c.wiovs)))
+		switch e {
+		case 0:
+			c.wn += int(n)
+			for n > 0 && len(c.wiovs) > 0 {
+				if l := uintptr(c.wiovs[0].Len); n >= l {
+					n -= l
+					c.wiovs = c.wiovs[1:]
+				} else {
+					c.wiovs[0].Base = (*byte)(unsafe.Add(unsafe.Pointer(c.wiovs[0].Base), n))
+					c.wiovs[0].SetLen(int(l - n))
+					n = 0
+				}
+			}
 			continue
 		case syscall.EINTR:
 			continue

@@ -170,3 +170,41 @@ func TestRawConnOnlyTCP(t *testing.T) {
 		t.Fatalf("a pipe was wrapped: %T", got)
 	}
 }
+
+// TestRawConnWriteBuffers: pieces go out whole and in order, empty ones
+// skipped, through a socket buffer far smaller than they are (writev ends
+// part-way, inside a piece, and waits); more pieces than the iovecs kept
+// are written one by one.
+func TestRawConnWriteBuffers(t *testing.T) {
+	c, peer := rawPair(t)
+	c.SetWriteBuffer(64 << 10)
+	peer.(*net.TCPConn).SetReadBuffer(64 << 10)
+	big := make([]byte, 8<<20)
+	rand.Read(big)
+	for _, bufs := range [][][]byte{
+		{[]byte("1a2b\r\n"), big, []byte("\r\n")},
+		{nil, []byte("x"), {}, big[:3]},
+		{[]byte("a"), []byte("b"), []byte("c"), []byte("d"), big[:100000], []byte("e")},
+	} {
+		want := bytes.Join(bufs, nil)
+		var got []byte
+		var rerr error
+		done := make(chan struct{})
+		go func() { got, rerr = readN(peer, len(want)); close(done) }()
+		n, err := c.WriteBuffers(bufs...)
+		<-done
+		if err != nil || rerr != nil || n != int64(len(want)) || !bytes.Equal(got, want) {
+			t.Fatalf("%d pieces: wrote %d of %d (%v), peer read %d (%v), same bytes %v", len(bufs), n, len(want), err, len(got), rerr, bytes.Equal(got, want))
+		}
+	}
+	if c.wiovs != nil || c.wiov != ([4]syscall.Iovec{}) {
+		t.Fatal("WriteBuffers kept pointers into the written pieces")
+	}
+	peer.Close()
+	for range 100 { // the peer's close reaches the socket after a moment
+		if _, err := c.WriteBuffers([]byte("x"), big[:1<<20]); err != nil {
+			return
+		}
+	}
+	t.Fatal("writing to a closed peer never failed")
+}

@@ -167,6 +167,25 @@ func (c *sniffedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 // Buffered is how many bytes read while sniffing are still to be replayed.
 func (c *sniffedConn) Buffered() int { return c.r.Buffered() }
 
+// WriteBuffers writes the pieces in order, in one writev where the
+// connection underneath can (rawConn), else one after another.
+func (c *sniffedConn) WriteBuffers(bufs ...[]byte) (int64, error) {
+	if bw, ok := c.Conn.(interface {
+		WriteBuffers(...[]byte) (int64, error)
+	}); ok {
+		return bw.WriteBuffers(bufs...)
+	}
+	var n int64
+	for _, b := range bufs {
+		m, err := c.Conn.Write(b)
+		n += int64(m)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
 // SyscallConn reaches the TCP connection's descriptor, for the HTTP/1.1
 // loop's hangup poller; the bytes Buffered holds are not in the socket.
 func (c *sniffedConn) SyscallConn() (syscall.RawConn, error) {

@@ -162,6 +162,14 @@ func (w *response) sendHead(done bool) {
 	bw.WriteString("\r\n")
 }
 
+// buffersWriter is a connection that writes several pieces in one system
+// call (the proxy's raw TCP connections, with writev).
+type buffersWriter interface {
+	WriteBuffers(bufs ...[]byte) (int64, error)
+}
+
+var crlf = []byte("\r\n")
+
 func (w *response) Write(p []byte) (int, error) {
 	if !w.headSent {
 		w.sendHead(false)
@@ -182,6 +190,22 @@ func (w *response) Write(p []byte) (int, error) {
 		return 0, nil
 	}
 	bw := w.c.bw
+	if w.chunked && len(p) > bw.Available() && bw.Buffered() == 0 {
+		if vw, ok := w.c.nc.(buffersWriter); ok {
+			// A chunk larger than the buffer: its size line, data and CRLF in
+			// one system call, not three (the buffer's worth, the rest, the
+			// CRLF at the next flush).
+			var size [20]byte
+			line := append(strconv.AppendInt(size[:0], int64(len(p)), 16), '\r', '\n')
+			m, err := vw.WriteBuffers(line, p, crlf)
+			n := int(min(max(m-int64(len(line)), 0), int64(len(p))))
+			w.written += int64(n)
+			if err != nil {
+				w.err = err
+			}
+			return n, err
+		}
+	}
 	if w.chunked {
 		var size [16]byte
 		bw.Write(strconv.AppendInt(size[:0], int64(len(p)), 16))

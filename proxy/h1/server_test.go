@@ -2,6 +2,7 @@ package h1
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -562,5 +564,46 @@ func TestConcurrentClients(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+}
+
+// vectorConn is a connection that writes pieces in one call, as the
+// proxy's raw TCP connections do with writev; it counts those calls.
+type vectorConn struct {
+	net.Conn
+	calls *atomic.Int32
+}
+
+func (c vectorConn) WriteBuffers(bufs ...[]byte) (int64, error) {
+	c.calls.Add(1)
+	n, err := c.Write(bytes.Join(bufs, nil))
+	return int64(n), err
+}
+
+// TestLargeChunksVectored: a streamed body's chunks larger than the write
+// buffer go out as one WriteBuffers each (size line, data, CRLF), framed
+// exactly as the buffered path frames the small ones around them.
+func TestLargeChunksVectored(t *testing.T) {
+	big := bytes.Repeat([]byte("0123456789abcdef"), 3000) // 48000 bytes
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Content-Length"] = nil
+		io.WriteString(w, "head")
+		w.(http.Flusher).Flush()
+		w.Write(big)
+		w.(http.Flusher).Flush()
+		w.Write(big[:5000])
+		w.(http.Flusher).Flush()
+		io.WriteString(w, "tail")
+	})
+	var calls atomic.Int32
+	addr := serveWrapped(t, &Server{Handler: h}, func(c net.Conn) net.Conn { return vectorConn{c, &calls} })
+	got := dateField.ReplaceAllString(exchange(t, addr, "GET / HTTP/1.1\r\nHost: m\r\nConnection: close\r\n\r\n", true), "")
+	want := "HTTP/1.1 200 OK\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n" +
+		"4\r\nhead\r\n" + "bb80\r\n" + string(big) + "\r\n" + "1388\r\n" + string(big[:5000]) + "\r\n" + "4\r\ntail\r\n0\r\n\r\n"
+	if got != want {
+		t.Fatalf("answer of %d bytes, want %d (same: %v)", len(got), len(want), got == want)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("%d vectored writes, want one for each chunk past the buffer (2)", n)
 	}
 }
