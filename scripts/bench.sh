@@ -286,6 +286,7 @@ scenarios=(
   "grpc-1mib-50|gRPC echo 1 MiB @ 50/s|grpc|echo|1MiB|no|50|$dur|256"
   "grpc-16mib-5|gRPC echo 16 MiB @ 5/s|grpc|echo|16MiB|no|5|$dur|256"
   "http-json-1k|HTTP v2 JSON mnist-mlp @ 1000/s|http|mnist-mlp|0|yes|1000|$dur|256"
+  "http-json-1mib-10|HTTP v2 JSON echo 1 MiB @ 10/s|http|echo|1MiB|yes|10|$dur|256"
   "grpc-small-max|gRPC echo 8 B, max throughput|grpc|echo|0|no|20000|$maxdur|64"
   "http-json-max|HTTP v2 JSON mnist-mlp, max throughput|http|mnist-mlp|0|yes|20000|$maxdur|64"
 )
