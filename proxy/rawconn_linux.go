@@ -32,12 +32,10 @@ type rawConn struct {
 	readFn func(uintptr) bool
 
 	wmu      sync.Mutex
-	wp       []byte
+	wiov     [4]syscall.Iovec // the pieces still to go (Write's one, or WriteBuffers')
+	wiovs    []syscall.Iovec
 	wn       int
 	werr     error
-	writeFn  func(uintptr) bool
-	wiov     [4]syscall.Iovec // WriteBuffers' pieces still to go
-	wiovs    []syscall.Iovec
 	writevFn func(uintptr) bool
 }
 
@@ -53,7 +51,7 @@ func newRawConn(c net.Conn) net.Conn {
 		return c
 	}
 	r := &rawConn{TCPConn: tc, rc: rc}
-	r.readFn, r.writeFn, r.writevFn = r.readFd, r.writeFd, r.writevFd
+	r.readFn, r.writevFn = r.readFd, r.writevFd
 	return r
 }
 
@@ -96,45 +94,28 @@ func (c *rawConn) readFd(fd uintptr) bool {
 }
 
 func (c *rawConn) Write(p []byte) (int, error) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.wp, c.wn, c.werr = p, 0, nil
-	var err error
-	if len(p) > 0 {
-		err = c.rc.Write(c.writeFn)
-	}
-	n := c.wn
-	c.wp = nil
-	if err != nil {
-		return n, err
-	}
-	if c.werr != nil {
-		return n, c.opError("write", c.werr)
-	}
-	return n, nil
+	n, err := c.WriteBuffers(p)
+	return int(n), err
 }
 
-func (c *rawConn) writeFd(fd uintptr) bool {
-	for c.wn < len(c.wp) {
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&c.wp[c.wn])), uintptr(len(c.wp)-c.wn))
-		switch e {
-		case 0:
-			c.wn += int(n)
-			continue
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			return false
-		}
-		c.werr = e
-		return true
+// runWrite runs a write callback until it is through, waiting for the
+// socket to take more as net.Conn does, and returns what it wrote with
+// net.Conn's errors. The caller holds wmu.
+func (c *rawConn) runWrite(fn func(uintptr) bool) (int, error) {
+	c.wn, c.werr = 0, nil
+	if err := c.rc.Write(fn); err != nil { // closed, or a deadline passed: net's own error
+		return c.wn, err
 	}
-	return true
+	if c.werr != nil {
+		return c.wn, c.opError("write", c.werr)
+	}
+	return c.wn, nil
 }
 
 // WriteBuffers writes the pieces in order with writev, one system call
 // where the socket takes them all: the HTTP/1.1 loop's chunk of a streamed
 // body is its size line, the data and a CRLF, three writes otherwise.
+// Write is WriteBuffers of one piece.
 func (c *rawConn) WriteBuffers(bufs ...[]byte) (int64, error) {
 	if len(bufs) > len(c.wiov) {
 		var n int64
@@ -149,30 +130,21 @@ func (c *rawConn) WriteBuffers(bufs ...[]byte) (int64, error) {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	var total int64
 	c.wiovs = c.wiov[:0]
 	for _, b := range bufs {
 		if len(b) > 0 {
 			c.wiovs = append(c.wiovs, syscall.Iovec{Base: &b[0]})
 			c.wiovs[len(c.wiovs)-1].SetLen(len(b))
-			total += int64(len(b))
 		}
 	}
-	c.wn, c.werr = 0, nil
+	var n int
 	var err error
 	if len(c.wiovs) > 0 {
-		err = c.rc.Write(c.writevFn)
+		n, err = c.runWrite(c.writevFn)
 	}
-	n := int64(c.wn)
 	c.wiovs = nil
 	c.wiov = [4]syscall.Iovec{} // no pointers into the callers' buffers kept
-	if err != nil {
-		return n, err
-	}
-	if c.werr != nil {
-		return n, c.opError("write", c.werr)
-	}
-	return total, nil
+	return int64(n), err
 }
 
 func (c *rawConn) writevFd(fd uintptr) bool {
