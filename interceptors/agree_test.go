@@ -30,7 +30,7 @@ func (s copySink) Observe(r *record.Call) { cp := *r; s.c.Observe(&cp) }
 func newRecorder(t *testing.T) (*Recorder, *collector) {
 	t.Helper()
 	col := &collector{}
-	r, err := New(Options{Sinks: []record.Sink{copySink{col}}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	r, err := New(Options{Sinks: []record.Sink{copySink{col}}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), DecodeSample: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

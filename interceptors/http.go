@@ -73,8 +73,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if reqCap != nil {
 		reqHdr := callcap.DecodeHeaders(func(k string) string { return r.Header.Get(k) })
 		respHdr := callcap.DecodeHeaders(func(k string) string { return w.Header().Get(k) })
-		// No decode sample in process: every call gets the validating walk.
-		c.Deferred = callcap.HTTPDecode(rt, reqHdr, reqCap, respHdr, respCap, true)
+		c.Deferred = callcap.HTTPDecode(rt, reqHdr, reqCap, respHdr, respCap, m.rec.decode.Sample())
 	}
 	if !m.pipeline.Submit(c) {
 		reqCap.Release()

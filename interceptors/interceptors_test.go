@@ -2,6 +2,7 @@ package interceptors
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -110,4 +111,46 @@ func (c *collector) all() []*record.Call {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([]*record.Call(nil), c.recs...)
+}
+
+// TestMiddlewareDecodeSample: every HTTP infer call's bodies fill the
+// record; only the decode sample's are validated and timed as the decode
+// phase (default 1 %, negative never, 1 always).
+func TestMiddlewareDecodeSample(t *testing.T) {
+	const body = `{"inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[1,2,3,4.]}]}` // "4." parses only when not validated
+	for _, tc := range []struct {
+		sample        float64
+		calls         int
+		wantValidated int
+	}{{0, 50, 0}, {-1, 5, 0}, {1, 5, 5}, {0.5, 6, 3}} {
+		col := &collector{}
+		rec, err := New(Options{DecodeSample: tc.sample, NoTracing: true, Sinks: []record.Sink{col}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(rec.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+		})))
+		for range tc.calls {
+			res, err := http.Post(srv.URL+"/v2/models/mlp/infer", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+		}
+		srv.Close()
+		rec.Close(context.Background())
+		validated := 0
+		for _, c := range col.all() {
+			if c.InputCount != 1 || c.BatchSize != 2 || c.DecodeRan != c.DecodeFail {
+				t.Fatalf("sample %v: inputs %d batch %d, decode ran %v failed %v", tc.sample, c.InputCount, c.BatchSize, c.DecodeRan, c.DecodeFail)
+			}
+			if c.DecodeRan {
+				validated++
+			}
+		}
+		if n := len(col.all()); n != tc.calls || validated != tc.wantValidated {
+			t.Errorf("sample %v: %d records, %d validated, want %d and %d", tc.sample, n, validated, tc.calls, tc.wantValidated)
+		}
+	}
 }

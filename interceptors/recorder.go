@@ -39,6 +39,11 @@ type Options struct {
 	Notifiers     []alerting.Notifier
 	CaptureBytes  int   // HTTP: body prefix kept for the bounded decode; default 1 MiB, negative none
 	CaptureBudget int64 // bytes all captures may hold at once; default 64 MiB
+	// DecodeSample is the share of HTTP infer calls whose captured bodies
+	// are validated byte by byte, timed as the decode phase; the others'
+	// tensor data is passed over by its brackets, as the sidecar does.
+	// Default 0.01; negative: never.
+	DecodeSample float64
 
 	NoTracing            bool
 	TraceTargetPerSecond float64           // head-sampled traces per second per route/model; default 100
@@ -61,6 +66,7 @@ type Recorder struct {
 	tracer   *tracing.Tracer   // nil without tracing
 	pipeline *record.Pipeline
 	budget   *callcap.Budget
+	decode   *callcap.Sampler
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -86,7 +92,10 @@ func New(o Options) (*Recorder, error) {
 	if o.CaptureBytes == 0 {
 		o.CaptureBytes = 1 << 20
 	}
-	r := &Recorder{o: o, budget: callcap.NewBudget(o.CaptureBudget)}
+	if o.DecodeSample == 0 {
+		o.DecodeSample = 0.01
+	}
+	r := &Recorder{o: o, budget: callcap.NewBudget(o.CaptureBudget), decode: callcap.NewSampler(max(o.DecodeSample, 0))}
 	r.metrics = metricset.New(metricset.Options{MaxModels: o.MaxModels})
 	for _, h := range []map[string]string{alerting.MetricHelp(), sampling.MetricHelp(), tracing.MetricHelp(), modelload.MetricHelp()} {
 		r.metrics.AddHelp(h)
