@@ -276,6 +276,13 @@ func (h *Handler) relay(w http.ResponseWriter, cl *call, res *http.Response) (ab
 			cl.failed = rerr
 			break
 		}
+		if n == len(buf) && len(buf) < bulkCopyBytes {
+			// A full read: a bulk body arriving faster than it is relayed,
+			// not an event stream's trickle. Larger reads from here on.
+			big := bulkBufs.Get().(*[]byte)
+			defer bulkBufs.Put(big)
+			buf = *big
+		}
 	}
 	if c.ErrorKind == record.ErrClientCancel {
 		c.Egress = tw.blocked
