@@ -98,35 +98,14 @@ func (c *rawConn) Write(p []byte) (int, error) {
 	return int(n), err
 }
 
-// runWrite runs a write callback until it is through, waiting for the
-// socket to take more as net.Conn does, and returns what it wrote with
-// net.Conn's errors. The caller holds wmu.
-func (c *rawConn) runWrite(fn func(uintptr) bool) (int, error) {
-	c.wn, c.werr = 0, nil
-	if err := c.rc.Write(fn); err != nil { // closed, or a deadline passed: net's own error
-		return c.wn, err
-	}
-	if c.werr != nil {
-		return c.wn, c.opError("write", c.werr)
-	}
-	return c.wn, nil
-}
-
 // WriteBuffers writes the pieces in order with writev, one system call
 // where the socket takes them all: the HTTP/1.1 loop's chunk of a streamed
 // body is its size line, the data and a CRLF, three writes otherwise.
 // Write is WriteBuffers of one piece.
 func (c *rawConn) WriteBuffers(bufs ...[]byte) (int64, error) {
 	if len(bufs) > len(c.wiov) {
-		var n int64
-		for _, b := range bufs {
-			m, err := c.Write(b)
-			n += int64(m)
-			if err != nil {
-				return n, err
-			}
-		}
-		return n, nil
+		b := net.Buffers(bufs)
+		return b.WriteTo(c) // more pieces than iovecs kept: net.Buffers' own way
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -137,14 +116,17 @@ func (c *rawConn) WriteBuffers(bufs ...[]byte) (int64, error) {
 			c.wiovs[len(c.wiovs)-1].SetLen(len(b))
 		}
 	}
-	var n int
+	c.wn, c.werr = 0, nil
 	var err error
 	if len(c.wiovs) > 0 {
-		n, err = c.runWrite(c.writevFn)
+		err = c.rc.Write(c.writevFn) // closed, or a deadline passed: net's own error
+	}
+	if err == nil && c.werr != nil {
+		err = c.opError("write", c.werr)
 	}
 	c.wiovs = nil
 	c.wiov = [4]syscall.Iovec{} // no pointers into the callers' buffers kept
-	return int64(n), err
+	return int64(c.wn), err
 }
 
 func (c *rawConn) writevFd(fd uintptr) bool {

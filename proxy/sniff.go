@@ -175,15 +175,8 @@ func (c *sniffedConn) WriteBuffers(bufs ...[]byte) (int64, error) {
 	}); ok {
 		return bw.WriteBuffers(bufs...)
 	}
-	var n int64
-	for _, b := range bufs {
-		m, err := c.Conn.Write(b)
-		n += int64(m)
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
+	b := net.Buffers(bufs)
+	return b.WriteTo(c.Conn)
 }
 
 // SyscallConn reaches the TCP connection's descriptor, for the HTTP/1.1
