@@ -69,7 +69,7 @@ func (bb *bodyBuf) unref() {
 	switch n := bb.refs.Add(-1); {
 	case n == 0:
 		bodyBufsOut.Add(-1)
-		if c := bodyBufClass(cap(bb.b)); c < len(bodyBufPools) && cap(bb.b) == 1<<(c+minBodyBufShift) {
+		if c := bodyBufClass(cap(bb.b)); c < len(bodyBufPools) { // else made to size
 			bodyBufPools[c].Put(bb)
 		}
 	case n < 0:
