@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/inferwatch/inferwatch/inferapi"
+	"github.com/inferwatch/inferwatch/internal/callcap"
 	"github.com/inferwatch/inferwatch/proto/inference"
 	"github.com/inferwatch/inferwatch/record"
 )
@@ -40,31 +41,18 @@ func deferGRPCDecode(msg []byte, res *reservation) func(*record.Call) {
 	}
 }
 
-// deferHTTPDecode returns the deferred decode of captured HTTP bodies: the
-// bracket scan for every call, the validating walk, timed as the decode
-// phase, when full (the decode sample).
+// deferHTTPDecode returns the deferred decode of captured HTTP bodies
+// (callcap.DecodeHTTP): the bracket scan for every call, the validating
+// walk, timed as the decode phase, when full (the decode sample).
 func deferHTTPDecode(rt inferapi.Route, reqHdr http.Header, req *capture, respHdr http.Header, resp *capture, full bool) func(*record.Call) {
 	return func(c *record.Call) {
 		defer req.release()
 		defer resp.release()
-		decodeReq, decodeResp := inferapi.ScanHTTPRequest, inferapi.ScanHTTPResponse
-		if full {
-			decodeReq, decodeResp = inferapi.DecodeHTTPRequest, inferapi.DecodeHTTPResponse
+		rb := callcap.Body{Header: respHdr}
+		if resp != nil {
+			rb.Buf, rb.Truncated = resp.buf, resp.truncated
 		}
-		s := time.Now()
-		err := decodeReq(rt, reqHdr, req.buf, req.truncated, c)
-		if resp != nil && respHdr != nil && len(resp.buf) > 0 && c.Code != "" && c.Code[0] == '2' {
-			if rerr := decodeResp(rt, respHdr, resp.buf, resp.truncated, c); rerr != nil && err == nil {
-				err = rerr
-			}
-		}
-		if full {
-			c.Decode = time.Since(s)
-			c.DecodeRan = true
-		}
-		if err != nil {
-			c.DecodeFail = true
-		}
+		callcap.DecodeHTTP(c, rt, full, callcap.Body{Header: reqHdr, Buf: req.buf, Truncated: req.truncated}, rb)
 	}
 }
 

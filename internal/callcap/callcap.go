@@ -160,35 +160,53 @@ func GRPCDecode(msg []byte, res *Reservation) func(*record.Call) {
 	}
 }
 
-// HTTPDecode returns the deferred decode of captured HTTP bodies: the
-// request's always, the response's when the call succeeded (2xx). Every
-// call gets the bracket scan (inferapi.ScanHTTPRequest), which fills the
-// record; a full one (the decode sample) gets the validating walk instead,
-// whose time is the call's decode phase, as a gRPC call's unmarshal is.
+// HTTPDecode returns the deferred decode of captured HTTP bodies (DecodeHTTP).
 func HTTPDecode(rt inferapi.Route, reqHdr http.Header, req *Prefix, respHdr http.Header, resp *Prefix, full bool) func(*record.Call) {
 	return func(c *record.Call) {
 		defer req.Release()
 		defer resp.Release()
-		decodeReq, decodeResp := inferapi.ScanHTTPRequest, inferapi.ScanHTTPResponse
-		if full {
-			decodeReq, decodeResp = inferapi.DecodeHTTPRequest, inferapi.DecodeHTTPResponse
+		DecodeHTTP(c, rt, full, req.body(reqHdr), resp.body(respHdr))
+	}
+}
+
+func (p *Prefix) body(h http.Header) Body {
+	if p == nil {
+		return Body{}
+	}
+	return Body{Header: h, Buf: p.Buf, Truncated: p.Truncated}
+}
+
+// Body is a captured HTTP body as the decoders read it: its headers, its
+// first bytes, and whether it went on past them.
+type Body struct {
+	Header    http.Header
+	Buf       []byte
+	Truncated bool
+}
+
+// DecodeHTTP reads a call's captured bodies into c: the request's always,
+// the response's when the call succeeded (2xx). Every call gets the
+// bracket scan (inferapi.ScanHTTPRequest), which fills the record; a full
+// one (the decode sample) gets the validating walk instead, whose time is
+// the call's decode phase, as a gRPC call's unmarshal is. Every front that
+// captures HTTP bodies decodes them here.
+func DecodeHTTP(c *record.Call, rt inferapi.Route, full bool, req, resp Body) {
+	decodeReq, decodeResp := inferapi.ScanHTTPRequest, inferapi.ScanHTTPResponse
+	if full {
+		decodeReq, decodeResp = inferapi.DecodeHTTPRequest, inferapi.DecodeHTTPResponse
+	}
+	s := time.Now()
+	err := decodeReq(rt, req.Header, req.Buf, req.Truncated, c)
+	if resp.Header != nil && len(resp.Buf) > 0 && c.Code != "" && c.Code[0] == '2' {
+		if rerr := decodeResp(rt, resp.Header, resp.Buf, resp.Truncated, c); rerr != nil && err == nil {
+			err = rerr
 		}
-		s := time.Now()
-		var err error
-		if req != nil {
-			err = decodeReq(rt, reqHdr, req.Buf, req.Truncated, c)
-		}
-		if resp != nil && respHdr != nil && len(resp.Buf) > 0 && c.Code != "" && c.Code[0] == '2' {
-			if rerr := decodeResp(rt, respHdr, resp.Buf, resp.Truncated, c); rerr != nil && err == nil {
-				err = rerr
-			}
-		}
-		if full {
-			c.Decode, c.DecodeRan = time.Since(s), true
-		}
-		if err != nil {
-			c.DecodeFail = true
-		}
+	}
+	if full {
+		c.Decode, c.DecodeRan = time.Since(s), true
+	}
+	if err != nil {
+		c.DecodeFail = true
 	}
 }
 
