@@ -9,7 +9,7 @@
 # figures to out/bench-<time>.json and the table to out/bench-<time>.txt.
 #
 # Needs Go, nginx with the gRPC proxy module (Debian: `nginx`) and HAProxy
-# (Debian: `haproxy`). About 7 minutes a round.
+# (Debian: `haproxy`). About 8 minutes a round.
 #
 # A scenario is measured BENCH_ROUNDS times, the targets taking turns in each
 # round, and the table gives medians over the rounds (added latency: the
