@@ -96,11 +96,13 @@ func newHarness(t testing.TB, o Options, sink record.Sink) *harness {
 	t.Helper()
 	col := newCollector()
 	h := &harness{col: col, logs: &syncBuffer{}}
+	// The collector last: a record it holds has reached sink too, so a
+	// test that waits on it may read sink (a metric set) at once.
 	var sinks record.Sinks
-	sinks = append(sinks, col)
 	if sink != nil {
 		sinks = append(sinks, sink)
 	}
+	sinks = append(sinks, col)
 	if o.Pipeline == nil {
 		h.pipeline = record.NewPipeline(64, sinks, nil)
 		o.Pipeline = h.pipeline
