@@ -2,13 +2,9 @@ package proxy
 
 import (
 	"net/http"
-	"time"
-
-	"google.golang.org/protobuf/proto"
 
 	"github.com/inferwatch/inferwatch/inferapi"
 	"github.com/inferwatch/inferwatch/internal/callcap"
-	"github.com/inferwatch/inferwatch/proto/inference"
 	"github.com/inferwatch/inferwatch/record"
 )
 
@@ -26,18 +22,12 @@ import (
 // which passes over tensor data without checking its numbers; the decode
 // sample's by the validating walk, whose time is the decode phase.
 
-// deferGRPCDecode returns the deferred full decode of a captured message.
+// deferGRPCDecode returns the deferred full decode of a captured message
+// (callcap.DecodeGRPC).
 func deferGRPCDecode(msg []byte, res *reservation) func(*record.Call) {
 	return func(c *record.Call) {
 		defer res.release()
-		var m inference.ModelInferRequest
-		s := time.Now()
-		err := proto.Unmarshal(msg, &m)
-		c.Decode = time.Since(s)
-		c.DecodeRan = true
-		if err != nil {
-			c.DecodeFail = true
-		}
+		callcap.DecodeGRPC(c, msg)
 	}
 }
 

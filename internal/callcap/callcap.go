@@ -146,17 +146,24 @@ func (s *Sampler) Sample() bool {
 }
 
 // GRPCDecode returns the deferred full decode of a captured ModelInferRequest
-// body: its unmarshal time is the call's decode phase.
+// body (DecodeGRPC).
 func GRPCDecode(msg []byte, res *Reservation) func(*record.Call) {
 	return func(c *record.Call) {
 		defer res.Release()
-		var m inference.ModelInferRequest
-		s := time.Now()
-		err := proto.Unmarshal(msg, &m)
-		c.Decode, c.DecodeRan = time.Since(s), true
-		if err != nil {
-			c.DecodeFail = true
-		}
+		DecodeGRPC(c, msg)
+	}
+}
+
+// DecodeGRPC unmarshals a captured ModelInferRequest message into the
+// generated type; its time is the call's decode phase. Every front that
+// samples gRPC messages decodes them here.
+func DecodeGRPC(c *record.Call, msg []byte) {
+	var m inference.ModelInferRequest
+	s := time.Now()
+	err := proto.Unmarshal(msg, &m)
+	c.Decode, c.DecodeRan = time.Since(s), true
+	if err != nil {
+		c.DecodeFail = true
 	}
 }
 
