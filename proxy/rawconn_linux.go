@@ -101,14 +101,28 @@ func (c *rawConn) Write(p []byte) (int, error) {
 // WriteBuffers writes the pieces in order with writev, one system call
 // where the socket takes them all: the HTTP/1.1 loop's chunk of a streamed
 // body is its size line, the data and a CRLF, three writes otherwise.
-// Write is WriteBuffers of one piece.
+// Write is WriteBuffers of one piece. More pieces than the iovecs kept go
+// in groups, under the one lock, so concurrent writers never interleave.
 func (c *rawConn) WriteBuffers(bufs ...[]byte) (int64, error) {
-	if len(bufs) > len(c.wiov) {
-		b := net.Buffers(bufs)
-		return b.WriteTo(c) // more pieces than iovecs kept: net.Buffers' own way
-	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	var total int64
+	for len(bufs) > 0 {
+		group := bufs[:min(len(bufs), len(c.wiov))]
+		bufs = bufs[len(group):]
+		n, err := c.writev(group)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// writev writes up to len(c.wiov) pieces; c.wmu is held. Only the pieces'
+// bytes are kept (in the iovecs, until it returns), never the slice of
+// pieces, so a caller's variadic argument stays on its stack.
+func (c *rawConn) writev(bufs [][]byte) (int64, error) {
 	c.wiovs = c.wiov[:0]
 	for _, b := range bufs {
 		if len(b) > 0 {

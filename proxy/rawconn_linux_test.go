@@ -208,3 +208,32 @@ func TestRawConnWriteBuffers(t *testing.T) {
 	}
 	t.Fatal("writing to a closed peer never failed")
 }
+
+// TestRawConnWriteAllocs: a write allocates nothing, whichever way it comes
+// (Write's one piece, or the HTTP/1.1 loop's three); every call of the
+// frame plane makes a few.
+func TestRawConnWriteAllocs(t *testing.T) {
+	c, peer := rawPair(t)
+	go io.Copy(io.Discard, peer)
+	p, line, crlf := make([]byte, 512), []byte("200\r\n"), []byte("\r\n")
+	for _, tc := range []struct {
+		name  string
+		write func() error
+	}{
+		{"Write", func() error { _, err := c.Write(p); return err }},
+		{"WriteBuffers of three", func() error { _, err := c.WriteBuffers(line, p, crlf); return err }},
+	} {
+		var err error
+		allocs := testing.AllocsPerRun(200, func() {
+			if e := tc.write(); e != nil {
+				err = e
+			}
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if allocs != 0 {
+			t.Errorf("%s: %.1f allocations a write, want 0", tc.name, allocs)
+		}
+	}
+}
