@@ -30,6 +30,9 @@ func TestP99RuleOnLabelledIncidents(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays 28 days of ten series")
 	}
+	if raceEnabled {
+		t.Skip("one goroutine's replay: the plain pass runs it, the race detector has nothing to find")
+	}
 	data := filepath.Join(incidentsDir, "data")
 	if _, err := os.Stat(filepath.Join(data, "incidents.json")); err != nil {
 		t.Skipf("benchmark not present: %v", err)

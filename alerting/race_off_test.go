@@ -1,0 +1,5 @@
+//go:build !race
+
+package alerting
+
+const raceEnabled = false
