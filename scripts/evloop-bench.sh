@@ -2,21 +2,24 @@
 # How much of the frame plane's HTTP/1.1 cost is Go's runtime (issue #9):
 # the demo model server, then the same HTTP JSON load straight at it,
 # through `inferwatch proxy --data-plane frame`, through nginx and through
-# the two modes of scripts/evloop, in turn, for ROUNDS rounds. Neither mode
-# measures anything, and both frame messages the same way: `evloop` runs
+# the three modes of scripts/evloop, in turn, for ROUNDS rounds. No mode
+# measures anything, and all frame messages the same way: `evloop` runs
 # one epoll loop on one locked thread over raw sockets (a floor for a Go
 # process), `go-conns` a goroutine per connection on Go's netpoller (how Go
-# code usually forwards). iw-frame − go-conns is then the sidecar's own
-# work, go-conns − evloop what the goroutine model costs.
+# code usually forwards), `uring` one io_uring on one locked thread (sends
+# linked to the receives that follow them: no system call per operation).
+# iw-frame − go-conns is then the sidecar's own work, go-conns − evloop
+# what the goroutine model costs, evloop − uring what a system call per
+# operation costs.
 #
 # Each round measures each target at 1000 calls/s (10 s after a 2 s
 # warm-up; user and system CPU apart) and at full load (5 s, 64 in flight).
 # Added latency is a target's p50 minus direct's in the same round, so slow
 # drifts of the machine cancel; the summary gives the medians over rounds.
 #
-# Needs Go and nginx. About 90 s a round.
+# Needs Go and nginx. About 110 s a round.
 #   EVLOOP_ROUNDS    [3]
-#   EVLOOP_PORT_BASE [47200]  ports BASE+1..BASE+11 on 127.0.0.1
+#   EVLOOP_PORT_BASE [47200]  ports BASE+1..BASE+12 on 127.0.0.1
 #   EVLOOP_BASE_BIN  []       another inferwatch binary (say, built from the
 #                             commit before a change), measured as iw-base
 #                             in the same rounds: an A/B of the change
@@ -32,6 +35,7 @@ ms=127.0.0.1:$((base + 1)) ms_grpc=127.0.0.1:$((base + 2))
 iw=127.0.0.1:$((base + 3)) iw_grpc=127.0.0.1:$((base + 4)) iw_admin=127.0.0.1:$((base + 5))
 ng=127.0.0.1:$((base + 6)) ev=127.0.0.1:$((base + 7)) gc=127.0.0.1:$((base + 8))
 ib=127.0.0.1:$((base + 9)) ib_grpc=127.0.0.1:$((base + 10)) ib_admin=127.0.0.1:$((base + 11))
+ur=127.0.0.1:$((base + 12))
 base_bin=${EVLOOP_BASE_BIN:-}
 base_env=${EVLOOP_BASE_ENV:-}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/evloop-bench.XXXXXX")
@@ -76,6 +80,10 @@ up "$ev"
 gc_pid=$!
 started+=($gc_pid)
 up "$gc"
+"$tmp/evloop" -mode uring -listen "$ur" -upstream "$ms" >"$tmp/ur.log" 2>&1 &
+ur_pid=$!
+started+=($ur_pid)
+up "$ur"
 # The HTTP half of scripts/bench.sh's nginx (scripts/nginx-conf.sh).
 # shellcheck source=scripts/nginx-conf.sh
 . scripts/nginx-conf.sh
@@ -106,12 +114,12 @@ load() { # ADDR QPS DURATION INFLIGHT
 }
 
 hz=$(getconf CLK_TCK)
-declare -A pidsOf=([direct]="" [iw-frame]=$iw_pid [nginx]=$ng_pids [evloop]=$ev_pid [go-conns]=$gc_pid)
-declare -A addrOf=([direct]=$ms [iw-frame]=$iw [nginx]=$ng [evloop]=$ev [go-conns]=$gc)
-targets=(direct iw-frame go-conns evloop nginx)
+declare -A pidsOf=([direct]="" [iw-frame]=$iw_pid [nginx]=$ng_pids [evloop]=$ev_pid [go-conns]=$gc_pid [uring]=$ur_pid)
+declare -A addrOf=([direct]=$ms [iw-frame]=$iw [nginx]=$ng [evloop]=$ev [go-conns]=$gc [uring]=$ur)
+targets=(direct iw-frame go-conns evloop uring nginx)
 if [ -n "$base_bin" ]; then
   pidsOf[iw-base]=$ib_pid addrOf[iw-base]=$ib
-  targets=(direct iw-frame iw-base go-conns evloop nginx)
+  targets=(direct iw-frame iw-base go-conns evloop uring nginx)
 fi
 rows=$tmp/rows
 echo "evloop-bench  $(date -u +%Y-%m-%dT%H:%M:%SZ)  commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)  $(nproc) CPUs  loadavg $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -8,6 +8,10 @@
 // Go's netpoller and scheduler rather than the sidecar's own work (issue
 // #9): a floor for what a Go process pays to forward this traffic here.
 //
+// Two other modes forward the same way for comparison: -mode goroutines (a
+// goroutine per connection on Go's netpoller, goroutines.go) and -mode uring
+// (one io_uring on one locked thread, uring.go).
+//
 // It forwards keep-alive HTTP/1.1 requests and responses framed by
 // Content-Length (what the benchmark's KServe v2 JSON calls are), one
 // request in flight per client connection, each over a pooled upstream
@@ -64,7 +68,9 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:8080", "address to accept HTTP/1.1 on")
 	upstream := flag.String("upstream", "127.0.0.1:8000", "HTTP/1.1 upstream address")
 	pollFirst := flag.Bool("poll-first", true, "try a non-blocking epoll_wait as a raw syscall before a blocking one")
-	mode := flag.String("mode", "loop", "loop: one epoll loop on one thread; goroutines: a goroutine per connection on Go's netpoller")
+	mode := flag.String("mode", "loop", "loop: one epoll loop on one thread; goroutines: a goroutine per connection on Go's netpoller; uring: one io_uring on one thread")
+	deferTaskrun := flag.Bool("defer-taskrun", true, "uring: set the ring up single-issuer with deferred task work (completions run only when the loop enters)")
+	quiet := flag.Bool("quiet-sends", true, "uring: sends and connects that succeed post no completion (the receive linked after each tells)")
 	flag.Parse()
 	var err error
 	switch *mode {
@@ -72,8 +78,10 @@ func main() {
 		err = run(*listen, *upstream, *pollFirst)
 	case "goroutines":
 		err = runGoroutines(*listen, *upstream)
+	case "uring":
+		err = runURing(*listen, *upstream, *deferTaskrun, *quiet)
 	default:
-		err = fmt.Errorf("-mode %q: want loop or goroutines", *mode)
+		err = fmt.Errorf("-mode %q: want loop, goroutines or uring", *mode)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "evloop:", err)

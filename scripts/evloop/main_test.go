@@ -11,8 +11,12 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
+
+	"github.com/inferwatch/inferwatch/internal/testenv"
 )
 
 func TestFrame(t *testing.T) {
@@ -54,8 +58,32 @@ func TestForwards(t *testing.T) {
 		{"loop", func(l, u string) error { return run(l, u, true) }},
 		{"loop, blocking wait only", func(l, u string) error { return run(l, u, false) }},
 		{"goroutines", runGoroutines},
+		{"uring", func(l, u string) error { return runURing(l, u, true, true) }},
+		{"uring, a completion per send", func(l, u string) error { return runURing(l, u, true, false) }},
+		{"uring, cooperative task work", func(l, u string) error { return runURing(l, u, false, true) }},
 	} {
-		t.Run(tc.mode, func(t *testing.T) { forwards(t, tc.run) })
+		t.Run(tc.mode, func(t *testing.T) {
+			if strings.HasPrefix(tc.mode, "uring") {
+				requireURing(t)
+			}
+			forwards(t, tc.run)
+		})
+	}
+}
+
+// requireURing skips (fails under CI) where io_uring is switched off, as
+// container runtimes' default seccomp profiles and kernel.io_uring_disabled
+// can do.
+func requireURing(t *testing.T) {
+	var p uringParams
+	fd, _, e := syscall.Syscall(sysIOUringSetup, 4, uintptr(unsafe.Pointer(&p)), 0)
+	switch e {
+	case 0:
+		syscall.Close(int(fd))
+	case syscall.ENOSYS, syscall.EPERM, syscall.EACCES:
+		testenv.Unavailable(t, "io_uring: %v", e)
+	default:
+		t.Fatalf("io_uring_setup: %v", e)
 	}
 }
 
