@@ -97,27 +97,44 @@ func sockaddr(s, field string) (syscall.SockaddrInet4, error) {
 	return syscall.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}, nil
 }
 
-func run(listen, upstream string, pollFirst bool) error {
-	la, err := sockaddr(listen, "listen")
-	if err != nil {
-		return err
+// addrs parses the -listen and -upstream flags' values.
+func addrs(listen, upstream string) (la, ua syscall.SockaddrInet4, err error) {
+	if la, err = sockaddr(listen, "listen"); err != nil {
+		return la, ua, err
 	}
-	ua, err := sockaddr(upstream, "upstream")
+	ua, err = sockaddr(upstream, "upstream")
+	return la, ua, err
+}
+
+// listenFD returns a socket listening on la (listen, as given), with the
+// socket type flags extra.
+func listenFD(la syscall.SockaddrInet4, listen string, extra int) (int, error) {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC|extra, 0)
+	if err != nil {
+		return 0, fmt.Errorf("socket: %w", err)
+	}
+	syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+	if err := syscall.Bind(fd, &la); err != nil {
+		syscall.Close(fd)
+		return 0, fmt.Errorf("bind %s: %w", listen, err)
+	}
+	if err := syscall.Listen(fd, 4096); err != nil {
+		syscall.Close(fd)
+		return 0, fmt.Errorf("listen %s: %w", listen, err)
+	}
+	return fd, nil
+}
+
+func run(listen, upstream string, pollFirst bool) error {
+	la, ua, err := addrs(listen, upstream)
 	if err != nil {
 		return err
 	}
 	// The whole forwarder is this goroutine on this thread.
 	runtime.LockOSThread()
-	lfd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
+	lfd, err := listenFD(la, listen, syscall.SOCK_NONBLOCK)
 	if err != nil {
-		return fmt.Errorf("socket: %w", err)
-	}
-	syscall.SetsockoptInt(lfd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
-	if err := syscall.Bind(lfd, &la); err != nil {
-		return fmt.Errorf("bind %s: %w", listen, err)
-	}
-	if err := syscall.Listen(lfd, 4096); err != nil {
-		return fmt.Errorf("listen %s: %w", listen, err)
+		return err
 	}
 	ep, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {

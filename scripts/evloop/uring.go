@@ -219,27 +219,16 @@ type uloop struct {
 // succeeded, so the loop is not woken once for the send and again for the
 // answer.
 func runURing(listen, upstream string, deferTaskrun, quiet bool) error {
-	la, err := sockaddr(listen, "listen")
-	if err != nil {
-		return err
-	}
-	ua, err := sockaddr(upstream, "upstream")
+	la, ua, err := addrs(listen, upstream)
 	if err != nil {
 		return err
 	}
 	// The ring is single-issuer with deferred task work: every enter comes
 	// from this thread.
 	runtime.LockOSThread()
-	lfd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	lfd, err := listenFD(la, listen, 0)
 	if err != nil {
-		return fmt.Errorf("socket: %w", err)
-	}
-	syscall.SetsockoptInt(lfd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
-	if err := syscall.Bind(lfd, &la); err != nil {
-		return fmt.Errorf("bind %s: %w", listen, err)
-	}
-	if err := syscall.Listen(lfd, 4096); err != nil {
-		return fmt.Errorf("listen %s: %w", listen, err)
+		return err
 	}
 	r, err := newRing(512, deferTaskrun)
 	if err != nil {
