@@ -25,6 +25,10 @@
 #   BENCH_WARMUP    [2s]     warm-up of each target before each measurement
 #   BENCH_SCENARIOS [all]    comma-separated scenario ids to run, e.g. grpc-small-1k
 #   BENCH_ROUNDS    [3]      rounds of every scenario
+#   BENCH_ROTATE    [1]      round r starts its turns at the r-th target
+#                            (wrapping), so no target is always measured
+#                            after the same one; 0: every round in the same
+#                            order, as runs before 2026-12-06 13:00 UTC
 #
 # Columns: CPU% is the proxy's own CPU during the measurement (100 = one
 # core; nginx: master + workers); CPUus/call is that CPU over the calls
@@ -40,6 +44,8 @@ warm=${BENCH_WARMUP:-2s}
 only=${BENCH_SCENARIOS:-}
 rounds=${BENCH_ROUNDS:-3}
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "bench: BENCH_ROUNDS=$rounds is not a positive whole number" >&2; exit 1; }
+rotate=${BENCH_ROTATE:-1}
+[[ $rotate =~ ^[01]$ ]] || { echo "bench: BENCH_ROTATE=$rotate: want 0 or 1" >&2; exit 1; }
 
 ms_grpc=127.0.0.1:$((base + 1)) ms_http=127.0.0.1:$((base + 2))
 iw_grpc=127.0.0.1:$((base + 11)) iw_http=127.0.0.1:$((base + 12)) iw_admin=127.0.0.1:$((base + 19))
@@ -275,7 +281,7 @@ clk=$(getconf CLK_TCK)
   echo "versions $go_version, nginx $nginx_version, HAProxy $haproxy_version"
   echo "method   open-loop inferwatch load, one target at a time; $warm warm-up each;"
   echo "         fixed rate $dur, max throughput $maxdur at 20000/s offered, 64 in flight;"
-  echo "         $rounds round(s) of each scenario, targets in turn; medians over the rounds"
+  echo "         $rounds round(s) of each scenario, targets in turn$([ "$rotate" = 1 ] && echo ", each round starting one target later"); medians over the rounds"
 } | tee "$report"
 
 # --- scenarios -------------------------------------------------------------
@@ -400,7 +406,12 @@ for sc in "${scenarios[@]}"; do
   IFS='|' read -r id title proto model payload json qps sdur inflight <<<"$sc"
   for r in $(seq "$rounds"); do
     echo "bench: $title, round $r of $rounds ($(cut -d' ' -f1-3 /proc/loadavg) loadavg)" >&2
-    for tg in "${targets[@]}"; do
+    order=("${targets[@]}")
+    if [ "$rotate" = 1 ]; then
+      k=$(((r - 1) % ${#targets[@]}))
+      order=("${targets[@]:k}" "${targets[@]:0:k}")
+    fi
+    for tg in "${order[@]}"; do
       addr=$(addr_of "$tg" "$proto")
       rc=0
       load "$tg" "$addr" "$proto" "$model" "$payload" "$json" "$qps" "$warm" "$inflight" >/dev/null || rc=$?
