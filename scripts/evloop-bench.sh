@@ -26,6 +26,9 @@
 #   EVLOOP_BASE_ENV  []       environment for iw-base, e.g. GOMAXPROCS=1; set
 #                             alone, iw-base is this checkout's binary under
 #                             it: an A/B of a runtime setting
+#   EVLOOP_ROTATE    [1]      round r starts at the r-th target; 0: the same
+#                             order every round (nginx last), as before
+#                             2026-12-06 13:00 UTC
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,6 +41,8 @@ ib=127.0.0.1:$((base + 9)) ib_grpc=127.0.0.1:$((base + 10)) ib_admin=127.0.0.1:$
 ur=127.0.0.1:$((base + 12))
 base_bin=${EVLOOP_BASE_BIN:-}
 base_env=${EVLOOP_BASE_ENV:-}
+rotate=${EVLOOP_ROTATE:-1}
+[[ $rotate =~ ^[01]$ ]] || { echo "evloop-bench: EVLOOP_ROTATE=$rotate: want 0 or 1" >&2; exit 1; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/evloop-bench.XXXXXX")
 started=()
 trap 'kill ${started[@]+"${started[@]}"} 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
@@ -126,8 +131,15 @@ echo "evloop-bench  $(date -u +%Y-%m-%dT%H:%M:%SZ)  commit $(git rev-parse --sho
 printf '%-6s %-9s %8s %8s %8s %9s %9s %10s %11s\n' round target "p50 µs" "p99 µs" "+p50 µs" "user/call" "sys/call" "max call/s" "CPUus/call"
 per() { awk -v d="$1" -v hz="$hz" -v n="$2" 'BEGIN { printf "%.0f", d / hz * 1e6 / n }'; } # TICKS CALLS: µs a call
 for r in $(seq "$rounds"); do
-  direct_p50=
-  for tg in "${targets[@]}"; do
+  # Round r starts at the r-th target, so none is always measured after the
+  # same one (EVLOOP_ROTATE=0: the listed order every round).
+  order=("${targets[@]}")
+  if [ "$rotate" = 1 ]; then
+    k=$(((r - 1) % ${#targets[@]}))
+    order=("${targets[@]:k}" "${targets[@]:0:k}")
+  fi
+  declare -A got=()
+  for tg in "${order[@]}"; do
     addr=${addrOf[$tg]}
     pids=${pidsOf[$tg]} # direct: none, 0 ticks
     load "$addr" 1000 2s 256 >/dev/null
@@ -147,14 +159,18 @@ for r in $(seq "$rounds"); do
     read -r u1 k1 < <(ticks $pids)
     mtp=$(field "$mx" throughput)
     mcpu=$(per $((u1 - u0 + k1 - k0)) "$(field "$mx" ok)")
-    if [ "$tg" = direct ]; then
-      direct_p50=$p50 added=- usr=- sys=- mcpu=-
-    else
-      added=$((p50 - direct_p50))
-    fi
+    if [ "$tg" = direct ]; then usr=- sys=- mcpu=-; fi
+    got[$tg]="$p50 $p99 $usr $sys $mtp $mcpu"
+  done
+  read -r direct_p50 _ < <(echo "${got[direct]}")
+  for tg in "${targets[@]}"; do
+    read -r p50 p99 usr sys mtp mcpu < <(echo "${got[$tg]}")
+    added=-
+    if [ "$tg" != direct ]; then added=$((p50 - direct_p50)); fi
     printf '%-6s %-9s %8s %8s %8s %9s %9s %10.0f %11s\n' "$r" "$tg" "$p50" "$p99" "$added" "$usr" "$sys" "$mtp" "$mcpu"
     echo "$tg $added $usr $sys $mtp $mcpu" >>"$rows"
   done
+  unset got
 done
 echo
 echo "medians over $rounds rounds (+p50 over the same round's direct; user and system CPU a call at 1000/s; max call/s also relative to nginx's)"
