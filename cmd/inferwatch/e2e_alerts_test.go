@@ -679,8 +679,13 @@ func ms(m map[string]float64) string {
 // P99OverBaseline, and with a 10 ms model sleeps' jitter fired
 // LatencyStdDevJump, both on quiet machines; 2 s windows passed, and still
 // fire both rules on a 5 ms step (checked by hand).
+//
+// INFERWATCH_E2E_STRICT_CLEAN=1 drops the stall exemption: any alert that
+// fires fails the test, stalls or not (issue #13's check on a quiet host:
+// `go test -p 1 -count=10 -run 'TestE2EDemoCleanRunFiresNothing$'`).
 func TestE2EDemoCleanRunFiresNothing(t *testing.T) {
 	const duration = 45 * time.Second
+	strict := os.Getenv("INFERWATCH_E2E_STRICT_CLEAN") == "1"
 	stalls := watchStalls(t)
 	d := startDemo(t, "--qps", "200", "--window", "2s", "--duration", duration.String())
 	if code := d.finish(duration + 15*time.Second); code != 0 {
@@ -703,13 +708,13 @@ func TestE2EDemoCleanRunFiresNothing(t *testing.T) {
 			if e.pendingAt.IsZero() {
 				from = e.firingAt.Add(-4 * time.Second)
 			}
-			if seen := stalls.within(from, e.firingAt); len(seen) > 0 {
+			if seen := stalls.within(from, e.firingAt); len(seen) > 0 && !strict {
 				t.Logf("%s %s:%s fired while this machine stalled (%v), not on a quiet host: %v; host facts: %s",
 					h.rule, h.model, h.version, seen, e, e.firing.Annotations["host_facts"])
 				continue
 			}
-			t.Errorf("clean run fired %s %s:%s with no stall of the machine seen: %v; host facts: %s",
-				h.rule, h.model, h.version, e, e.firing.Annotations["host_facts"])
+			t.Errorf("clean run fired %s %s:%s (stalls of the machine there: %v; strict %v): %v; host facts: %s",
+				h.rule, h.model, h.version, stalls.within(from, e.firingAt), strict, e, e.firing.Annotations["host_facts"])
 		}
 	}
 	t.Logf("%d pending streaks that did not fire; stalls of the machine seen: %v", pendings, stalls.within(time.Time{}, time.Now()))
