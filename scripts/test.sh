@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The tests: the README's second command, and what .ci/run runs once it has
+# installed the services they start. Every test runs, each package as few
+# times as its checks need:
+#
+#  1. race: every package under the race detector, but the end-to-end suites
+#     of the binary and the image (they run the built binary in other
+#     processes, where -race would only slow their timed demos down);
+#  2. plain: those end-to-end suites, and the packages whose tests change
+#     under -race (a _test.go file with a race build constraint: the 10^5
+#     soak is 10^4 there, load measurements and benchmark replays skip);
+#  3. frame: the suites that move bytes (proxy, sidecar, tracing, the
+#     end-to-end suite) again with INFERWATCH_DATA_PLANE=frame, so both data
+#     planes hold them until the stdlib one is retired. Tests whose subject
+#     does not depend on how bytes move (FRAME_SKIP) ran in pass 1 or 2.
+#
+# -p 1 runs one package at a time: several suites drive real load and
+# measure rates, and on 2 cores they must not starve each other.
+#   TEST_TIMEOUT [30m]  go test -timeout, per pass
+#   TEST_PASSES  [race plain frame]  which passes to run
+# Extra arguments go to every `go test` (e.g. -v, -count=1).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+timeout=${TEST_TIMEOUT:-30m}
+passes=${TEST_PASSES:-race plain frame}
+mod=$(go list -m)
+e2e="$mod/cmd/inferwatch $mod/deploy/image"
+# Tests of the baseline model and of the upstream's memory: the data plane
+# only carries their calls.
+frameSkip=${FRAME_SKIP:-'^(TestSidecarSeasonalBaselineIgnoresLoadRise|TestMemoryLeakSuspectedThroughASidecar|TestDeviceLeakThroughASidecar)$'}
+
+raceDependent=$(grep -rlE --include='*_test.go' '^//go:build .*race' . |
+  xargs -r -n1 dirname | sort -u | sed "s#^\.#$mod#")
+unit=$(go list ./... | grep -vxF -e "$mod/cmd/inferwatch" -e "$mod/deploy/image")
+
+start=$SECONDS
+run() { # run NAME go test ARGS...: one pass, timed
+  local name=$1 t0=$SECONDS
+  shift
+  echo "--- test pass: $name"
+  "$@"
+  echo "    ($((SECONDS - t0))s: test pass $name)"
+}
+for pass in $passes; do
+  case $pass in
+  race) run race go test -race -p 1 -timeout "$timeout" "$@" $unit ;;
+  plain) run plain go test -p 1 -timeout "$timeout" "$@" $e2e $raceDependent ;;
+  frame) run frame env INFERWATCH_DATA_PLANE=frame go test -p 1 -timeout "$timeout" -skip "$frameSkip" "$@" \
+    ./proxy/... ./sidecar/... ./tracing/... ./cmd/inferwatch/... ;;
+  *) echo "test.sh: TEST_PASSES: unknown pass '$pass' (race, plain, frame)" >&2; exit 2 ;;
+  esac
+done
+echo "--- test.sh: passes ($passes) done in $((SECONDS - start))s"
