@@ -10,9 +10,8 @@
 #     under -race (a _test.go file with a race build constraint: the 10^5
 #     soak is 10^4 there, load measurements and benchmark replays skip);
 #  3. frame: the suites that move bytes (proxy, sidecar, tracing, the
-#     end-to-end suite) again with INFERWATCH_DATA_PLANE=frame, so both data
-#     planes hold them until the stdlib one is retired. Tests whose subject
-#     does not depend on how bytes move (FRAME_SKIP) ran in pass 1 or 2.
+#     end-to-end suite) again, whole, with INFERWATCH_DATA_PLANE=frame: the
+#     frame plane becomes the default only once it holds all of them (#9).
 #
 # -p 1 runs one package at a time: several suites drive real load and
 # measure rates, and on 2 cores they must not starve each other.
@@ -26,9 +25,6 @@ timeout=${TEST_TIMEOUT:-30m}
 passes=${TEST_PASSES:-race plain frame}
 mod=$(go list -m)
 e2e="$mod/cmd/inferwatch $mod/deploy/image"
-# Tests of the baseline model and of the upstream's memory: the data plane
-# only carries their calls.
-frameSkip=${FRAME_SKIP:-'^(TestSidecarSeasonalBaselineIgnoresLoadRise|TestMemoryLeakSuspectedThroughASidecar|TestDeviceLeakThroughASidecar)$'}
 
 raceDependent=$(grep -rlE --include='*_test.go' '^//go:build .*race' . |
   xargs -r -n1 dirname | sort -u | sed "s#^\.#$mod#")
@@ -46,7 +42,7 @@ for pass in $passes; do
   case $pass in
   race) run race go test -race -p 1 -timeout "$timeout" "$@" $unit ;;
   plain) run plain go test -p 1 -timeout "$timeout" "$@" $e2e $raceDependent ;;
-  frame) run frame env INFERWATCH_DATA_PLANE=frame go test -p 1 -timeout "$timeout" -skip "$frameSkip" "$@" \
+  frame) run frame env INFERWATCH_DATA_PLANE=frame go test -p 1 -timeout "$timeout" "$@" \
     ./proxy/... ./sidecar/... ./tracing/... ./cmd/inferwatch/... ;;
   *) echo "test.sh: TEST_PASSES: unknown pass '$pass' (race, plain, frame)" >&2; exit 2 ;;
   esac
