@@ -5,10 +5,13 @@
 #
 #  1. race: every package under the race detector, but the end-to-end suites
 #     of the binary and the image (they run the built binary in other
-#     processes, where -race would only slow their timed demos down);
+#     processes, where -race would only slow their timed demos down); then
+#     the proxy package again with INFERWATCH_DATA_PLANE=frame, so the frame
+#     plane's forwarding (16 concurrent soak workers over pooled, multiplexed
+#     upstream connections) is raced too;
 #  2. plain: those end-to-end suites, and the packages whose tests change
 #     under -race (a _test.go file with a race build constraint: the 10^5
-#     soak is 10^4 there, load measurements and benchmark replays skip);
+#     soaks are 5·10^3 there, load measurements and benchmark replays skip);
 #  3. frame: the suites that move bytes (proxy, sidecar, tracing, the
 #     end-to-end suite) again, whole, with INFERWATCH_DATA_PLANE=frame: the
 #     frame plane becomes the default only once it holds all of them (#9).
@@ -40,7 +43,10 @@ run() { # run NAME go test ARGS...: one pass, timed
 }
 for pass in $passes; do
   case $pass in
-  race) run race go test -race -p 1 -timeout "$timeout" "$@" $unit ;;
+  race)
+    run race go test -race -p 1 -timeout "$timeout" "$@" $unit
+    run race-frame env INFERWATCH_DATA_PLANE=frame go test -race -p 1 -timeout "$timeout" "$@" ./proxy
+    ;;
   plain) run plain go test -p 1 -timeout "$timeout" "$@" $e2e $raceDependent ;;
   frame) run frame env INFERWATCH_DATA_PLANE=frame go test -p 1 -timeout "$timeout" "$@" \
     ./proxy/... ./sidecar/... ./tracing/... ./cmd/inferwatch/... ;;
