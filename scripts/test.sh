@@ -31,7 +31,7 @@ e2e="$mod/cmd/inferwatch $mod/deploy/image"
 
 raceDependent=$(grep -rlE --include='*_test.go' '^//go:build .*race' . |
   xargs -r -n1 dirname | sort -u | sed "s#^\.#$mod#")
-unit=$(go list ./... | grep -vxF -e "$mod/cmd/inferwatch" -e "$mod/deploy/image")
+unit=$(go list ./... | grep -vxF -f <(tr ' ' '\n' <<<"$e2e"))
 
 start=$SECONDS
 run() { # run NAME go test ARGS...: one pass, timed
