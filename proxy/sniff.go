@@ -179,6 +179,15 @@ func (c *sniffedConn) WriteBuffers(bufs ...[]byte) (int64, error) {
 	return b.WriteTo(c.Conn)
 }
 
+// CloseWrite shuts the write side of the TCP connection underneath, for
+// the planes' lingering closes.
+func (c *sniffedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
 // SyscallConn reaches the TCP connection's descriptor, for the HTTP/1.1
 // loop's hangup poller; the bytes Buffered holds are not in the socket.
 func (c *sniffedConn) SyscallConn() (syscall.RawConn, error) {

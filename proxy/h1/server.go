@@ -71,6 +71,7 @@ type conn struct {
 	remote string
 	tls    *tls.ConnectionState
 	head   []byte // the request head's bytes, reused
+	linger bool   // the last response went out: close lingering
 
 	// The hangup poller's view (hangup_linux.go): rc is a clear-text TCP
 	// connection's descriptor, pollID its entry once registered.
@@ -96,6 +97,9 @@ func (s *Server) ServeConn(nc net.Conn) {
 	defer func() {
 		if c.pollID != 0 {
 			hangupPoller.forget(c.pollID)
+		}
+		if c.linger {
+			c.lingerClose()
 		}
 	}()
 	if tc, ok := nc.(interface{ ConnectionState() tls.ConnectionState }); ok {
@@ -140,7 +144,8 @@ func (s *Server) ServeConn(nc net.Conn) {
 		if cap(c.head) > 64<<10 {
 			c.head = nil // one huge head does not pin its buffer for the connection's life
 		}
-		if !c.serve(ctx, req) {
+		if keep, answered := c.serve(ctx, req); !keep {
+			c.linger = answered
 			return
 		}
 		if !s.setState(c, stateIdle) {
@@ -150,8 +155,10 @@ func (s *Server) ServeConn(nc net.Conn) {
 }
 
 // serve runs the handler for one request and finishes its response. It
-// reports whether the connection may carry another request.
-func (c *conn) serve(base context.Context, req *http.Request) (keep bool) {
+// reports whether the connection may carry another request, and, when it
+// may not, whether the response went out whole (the connection ends in a
+// lingering close).
+func (c *conn) serve(base context.Context, req *http.Request) (keep, answered bool) {
 	ctx, cancel := context.WithCancelCause(base)
 	req = req.WithContext(ctx)
 	w := newResponse(c, req)
@@ -165,15 +172,15 @@ func (c *conn) serve(base context.Context, req *http.Request) (keep bool) {
 	clientGone := watch.stop()
 	cancel(nil)
 	if aborted || clientGone {
-		return false
+		return false, false
 	}
 	if !w.finish() {
-		return false
+		return false, false
 	}
 	if body != nil && !body.drain() {
-		return false
+		return false, true
 	}
-	return !w.closeAfter
+	return !w.closeAfter, true
 }
 
 // run calls the handler; it reports a handler that aborted the response
@@ -208,12 +215,25 @@ func (c *conn) reject(err error) {
 	fmt.Fprintf(c.bw, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
 		he.status, http.StatusText(he.status), len(he.msg)+1, he.msg+"\n")
 	c.bw.Flush()
-	// Let the client read the answer before the close resets it.
-	if tc, ok := c.nc.(interface{ CloseWrite() error }); ok {
-		tc.CloseWrite()
-		c.nc.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
-		io.Copy(io.Discard, io.LimitReader(c.nc, 256<<10))
+	c.linger = true
+}
+
+// lingerTime bounds a lingering close.
+const lingerTime = 500 * time.Millisecond
+
+// lingerClose lets the client read the last response before the
+// connection closes. Closing a socket that holds unread bytes (a body the
+// handler did not read, a pipelined request) makes the kernel reset it and
+// drop what it had still to send, the response's tail; so the write side
+// is shut first, a FIN after the last byte, and what the client sends is
+// read and dropped until it closes or lingerTime passes (as net/http).
+func (c *conn) lingerClose() {
+	tc, ok := c.nc.(interface{ CloseWrite() error })
+	if !ok || tc.CloseWrite() != nil {
+		return
 	}
+	c.nc.SetReadDeadline(time.Now().Add(lingerTime))
+	io.Copy(io.Discard, c.nc)
 }
 
 func (s *Server) logger() *slog.Logger {

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -605,5 +606,57 @@ func TestLargeChunksVectored(t *testing.T) {
 	}
 	if n := calls.Load(); n != 2 {
 		t.Fatalf("%d vectored writes, want one for each chunk past the buffer (2)", n)
+	}
+}
+
+// TestEarlyAnswerDelivered: a handler answers without reading a body too
+// large to drain, so the connection ends while the client is still
+// sending. Closing a socket with unread bytes resets it and drops what the
+// kernel had yet to send; the client, reading slowly, must still get the
+// whole response.
+func TestEarlyAnswerDelivered(t *testing.T) {
+	const size = 4 << 20
+	addr := serve(t, &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", fmt.Sprint(size))
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		w.Write(bytes.Repeat([]byte{'r'}, size))
+	})})
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 8<<10) })
+		return serr
+	}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	go func() {
+		fmt.Fprintf(c, "POST /x HTTP/1.1\r\nHost: m\r\nContent-Length: %d\r\n\r\n", 64<<20)
+		chunk := make([]byte, 64<<10)
+		for range 1024 {
+			if _, err := c.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 16<<10)
+	n := 0
+	for n < size {
+		m, err := res.Body.Read(buf)
+		n += m
+		if err != nil {
+			break
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	if res.StatusCode != http.StatusRequestEntityTooLarge || n != size {
+		t.Errorf("got %s and %d of %d body bytes", res.Status, n, size)
 	}
 }

@@ -30,6 +30,7 @@ type conn struct {
 	maxID   uint32             // highest client stream ID opened
 	ups     []*upConn          // the last takes new streams; older ones drain
 	goAway  bool               // we sent GOAWAY: no new streams
+	linger  bool               // write side shut: frames read are dropped
 	closed  bool
 	idle    *time.Timer
 }
@@ -114,16 +115,19 @@ func (c *conn) serve() {
 	first := true
 	for {
 		f, wu, err := readFrame(c.fr, c.br)
+		c.mu.Lock()
 		if first && err == nil {
 			first = false
 			if _, ok := f.(*http2.SettingsFrame); !ok {
 				err = http2.ConnectionError(http2.ErrCodeProtocol) // the preface ends with SETTINGS
 			}
-			c.nc.SetReadDeadline(time.Time{})
+			if !c.linger {
+				c.nc.SetReadDeadline(time.Time{})
+			}
 		}
-		c.mu.Lock()
 		switch {
 		case err != nil:
+		case c.linger:
 		case f == nil:
 			err = c.onWindowUpdate(wu)
 		default:
@@ -513,8 +517,7 @@ func (c *conn) reap(st *stream) {
 	}
 	if len(c.streams) == 0 {
 		if c.goAway {
-			c.flushAll()
-			c.nc.Close() // drained
+			c.closeDrained()
 		} else if c.idle != nil {
 			c.idle.Reset(c.s.o.IdleTimeout)
 		}
@@ -529,8 +532,33 @@ func (c *conn) idleClose() {
 		return
 	}
 	c.sendGoAway()
+	c.closeDrained()
+}
+
+// lingerTimeout bounds how long a drained connection waits for its client
+// to close it.
+const lingerTimeout = time.Second
+
+// closeDrained ends a connection that has sent GOAWAY and has no stream
+// left. Closing a socket that holds unread bytes (a WINDOW_UPDATE or PING
+// the client sent meanwhile) makes the kernel reset it and drop what it had
+// still to send: the tail of the last responses. So the write side is shut
+// instead, a FIN after the last byte, and the reader drops frames until the
+// client closes or lingerTimeout passes (as net/http's lingering close).
+func (c *conn) closeDrained() {
 	c.flushAll()
-	c.nc.Close()
+	cw, ok := c.nc.(interface{ CloseWrite() error })
+	if c.linger || !ok {
+		c.nc.Close()
+		return
+	}
+	c.linger = true
+	c.bw.Reset(io.Discard) // nothing more can be sent
+	if cw.CloseWrite() != nil {
+		c.nc.Close()
+		return
+	}
+	c.nc.SetReadDeadline(time.Now().Add(lingerTimeout))
 }
 
 // sendGoAway tells the client no stream after the last it opened will be

@@ -114,9 +114,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, c := range conns {
 		c.mu.Lock()
 		c.sendGoAway()
-		c.flushAll()
 		if len(c.streams) == 0 {
-			c.nc.Close()
+			c.closeDrained()
+		} else {
+			c.flushAll()
 		}
 		c.mu.Unlock()
 	}

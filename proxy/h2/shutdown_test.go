@@ -1,0 +1,123 @@
+package h2_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// TestShutdownDeliversWholeResponses drains a connection whose client reads
+// its responses slowly and keeps sending frames (PINGs, as a client sends
+// WINDOW_UPDATEs while it reads). The last stream's end closes the drained
+// connection; closing a socket with unread bytes makes the kernel send RST
+// and drop what it still had to send, so the tail of the responses must not
+// be sitting in the send queue then: the client must read every byte,
+// END_STREAM and a clean EOF.
+func TestShutdownDeliversWholeResponses(t *testing.T) {
+	const body = 4 << 20
+	chunk := bytes.Repeat([]byte{'w'}, 64<<10)
+	arrived := make(chan struct{}, 1)
+	up := startHandlerUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		arrived <- struct{}{}
+		time.Sleep(100 * time.Millisecond) // the GOAWAY goes out first
+		for sent := 0; sent < body; sent += len(chunk) {
+			w.Write(chunk)
+		}
+	}))
+	addr, srv := startForwarder(t, up, nopObserver{})
+
+	// A small receive buffer keeps most of the response in the forwarder's
+	// send queue while the client reads.
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 8<<10) })
+		return serr
+	}}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	io.WriteString(nc, http2.ClientPreface)
+	fr := http2.NewFramer(nc, bufio.NewReader(nc))
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})
+	fr.WriteWindowUpdate(0, 1<<31-1-65535)
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/big"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
+
+	select {
+	case <-arrived:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request never reached the upstream")
+	}
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		shut <- srv.Shutdown(ctx)
+	}()
+
+	nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	var got int
+	var goAway, ended bool
+	for frames := 0; ; frames++ {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			if !errors.Is(err, io.EOF) || !ended {
+				t.Fatalf("after %d of %d body bytes (GOAWAY %v, END_STREAM %v): %v", got, body, goAway, ended, err)
+			}
+			break
+		}
+		switch f := f.(type) {
+		case *http2.GoAwayFrame:
+			goAway = true
+		case *http2.DataFrame:
+			got += len(f.Data())
+			ended = f.StreamEnded()
+			if frames%8 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			fr.WritePing(false, [8]byte{byte(frames)})
+		case *http2.MetaHeadersFrame:
+			ended = f.StreamEnded()
+		}
+	}
+	if got != body || !goAway {
+		t.Errorf("got %d of %d body bytes, GOAWAY %v", got, body, goAway)
+	}
+	nc.Close()
+	if err := <-shut; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+}
+
+// startHandlerUpstream runs an h2c server with handler h.
+func startHandlerUpstream(t testing.TB, h http.Handler) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Protocols: p, Handler: h}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return l.Addr().String()
+}
