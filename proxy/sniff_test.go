@@ -90,3 +90,40 @@ func TestSniffedConnDescriptor(t *testing.T) {
 }
 
 type opaque struct{ net.Conn }
+
+// TestSniffedConnCloseWrite: the planes' lingering closes shut the write
+// side through the sniffed connection; one without CloseWrite says so.
+func TestSniffedConnCloseWrite(t *testing.T) {
+	l := listen(t)
+	got := make(chan error, 1)
+	go func() {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			got <- err
+			return
+		}
+		defer c.Close()
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b, err := io.ReadAll(c) // ends at the FIN
+		if err == nil && string(b) != "bye" {
+			err = io.ErrUnexpectedEOF
+		}
+		got <- err
+	}()
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sc := &sniffedConn{Conn: newRawConn(c), r: bufio.NewReader(c)}
+	io.WriteString(sc, "bye")
+	if err := sc.CloseWrite(); err != nil {
+		t.Fatalf("CloseWrite: %v", err)
+	}
+	if err := <-got; err != nil {
+		t.Errorf("client read: %v, want \"bye\" then EOF", err)
+	}
+	if err := (&sniffedConn{Conn: opaque{c}}).CloseWrite(); err == nil {
+		t.Error("a wrapped connection without CloseWrite shut its write side")
+	}
+}
