@@ -33,6 +33,13 @@ raceDependent=$(grep -rlE --include='*_test.go' '^//go:build .*race' . |
   xargs -r -n1 dirname | sort -u | sed "s#^\.#$mod#")
 unit=$(go list ./... | grep -vxF -f <(tr ' ' '\n' <<<"$e2e"))
 
+for pass in $passes; do # a misspelt pass fails before any runs
+  case $pass in
+  race | plain | frame) ;;
+  *) echo "test.sh: TEST_PASSES: unknown pass '$pass' (race, plain, frame)" >&2; exit 2 ;;
+  esac
+done
+
 start=$SECONDS
 run() { # run NAME go test ARGS...: one pass, timed
   local name=$1 t0=$SECONDS
@@ -50,7 +57,6 @@ for pass in $passes; do
   plain) run plain go test -p 1 -timeout "$timeout" "$@" $e2e $raceDependent ;;
   frame) run frame env INFERWATCH_DATA_PLANE=frame go test -p 1 -timeout "$timeout" "$@" \
     ./proxy/... ./sidecar/... ./tracing/... ./cmd/inferwatch/... ;;
-  *) echo "test.sh: TEST_PASSES: unknown pass '$pass' (race, plain, frame)" >&2; exit 2 ;;
   esac
 done
 echo "--- test.sh: passes ($passes) done in $((SECONDS - start))s"
