@@ -36,20 +36,26 @@ func (nopWatcher) Done(*h2.Events)                           {}
 // with a body after delay, as a model server would after its compute.
 func startUpstream(t testing.TB, delay time.Duration) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := new(http.Protocols)
-	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Protocols: p, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return startHandlerUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
 		time.Sleep(delay)
 		w.Header().Set("Content-Type", "text/plain")
 		w.Header().Set("Trailer", "X-Request-Bytes")
 		io.WriteString(w, "inferwatch upstream\n")
 		w.Header().Set("X-Request-Bytes", strconv.FormatInt(n, 10))
-	})}
+	}))
+}
+
+// startHandlerUpstream runs an h2c server with handler h.
+func startHandlerUpstream(t testing.TB, h http.Handler) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Protocols: p, Handler: h}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
 	return l.Addr().String()

@@ -106,18 +106,3 @@ func TestShutdownDeliversWholeResponses(t *testing.T) {
 		t.Errorf("Shutdown: %v", err)
 	}
 }
-
-// startHandlerUpstream runs an h2c server with handler h.
-func startHandlerUpstream(t testing.TB, h http.Handler) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := new(http.Protocols)
-	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Protocols: p, Handler: h}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	return l.Addr().String()
-}
