@@ -16,9 +16,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/inferwatch/inferwatch/internal/testenv"
 )
 
 // serve starts s on a loopback listener and returns its address.
@@ -621,16 +622,7 @@ func TestEarlyAnswerDelivered(t *testing.T) {
 		w.WriteHeader(http.StatusRequestEntityTooLarge)
 		w.Write(bytes.Repeat([]byte{'r'}, size))
 	})})
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		var serr error
-		rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 8<<10) })
-		return serr
-	}}
-	c, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testenv.DialReceiveBuffer(t, addr, 8<<10)
 	go func() {
 		fmt.Fprintf(c, "POST /x HTTP/1.1\r\nHost: m\r\nContent-Length: %d\r\n\r\n", 64<<20)
 		chunk := make([]byte, 64<<10)

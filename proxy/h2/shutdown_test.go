@@ -6,14 +6,14 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
-	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/inferwatch/inferwatch/internal/testenv"
 )
 
 // TestShutdownDeliversWholeResponses drains a connection whose client reads
@@ -39,16 +39,7 @@ func TestShutdownDeliversWholeResponses(t *testing.T) {
 
 	// A small receive buffer keeps most of the response in the forwarder's
 	// send queue while the client reads.
-	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		var serr error
-		rc.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 8<<10) })
-		return serr
-	}}
-	nc, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := testenv.DialReceiveBuffer(t, addr, 8<<10)
 	io.WriteString(nc, http2.ClientPreface)
 	fr := http2.NewFramer(nc, bufio.NewReader(nc))
 	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
