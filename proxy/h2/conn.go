@@ -25,14 +25,15 @@ type conn struct {
 	endpoint
 	rtt func() time.Duration
 
-	mu      sync.Mutex
-	streams map[uint32]*stream // by client stream ID
-	maxID   uint32             // highest client stream ID opened
-	ups     []*upConn          // the last takes new streams; older ones drain
-	goAway  bool               // we sent GOAWAY: no new streams
-	linger  bool               // write side shut: frames read are dropped
-	closed  bool
-	idle    *time.Timer
+	mu        sync.Mutex
+	streams   map[uint32]*stream // by client stream ID
+	maxID     uint32             // highest client stream ID opened
+	ups       []*upConn          // the last takes new streams; older ones drain
+	goAway    bool               // we sent GOAWAY: no new streams
+	linger    bool               // write side shut: frames read are dropped
+	errGoAway bool               // we sent GOAWAY for the client's error
+	closed    bool
+	idle      *time.Timer
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -168,8 +169,10 @@ func (c *conn) fail(err error) bool {
 	switch {
 	case errors.As(err, &ce):
 		c.fr.WriteGoAway(c.maxID, http2.ErrCode(ce), nil)
+		c.errGoAway = true
 	case errors.Is(err, http2.ErrFrameTooLarge):
 		c.fr.WriteGoAway(c.maxID, http2.ErrCodeFrameSize, nil)
+		c.errGoAway = true
 	}
 	c.dirty = true
 	return true
@@ -535,30 +538,39 @@ func (c *conn) idleClose() {
 	c.closeDrained()
 }
 
-// lingerTimeout bounds how long a drained connection waits for its client
-// to close it.
+// lingerTimeout bounds how long a connection that has said its last
+// waits for its client to close it.
 const lingerTimeout = time.Second
 
 // closeDrained ends a connection that has sent GOAWAY and has no stream
-// left. Closing a socket that holds unread bytes (a WINDOW_UPDATE or PING
-// the client sent meanwhile) makes the kernel reset it and drop what it had
-// still to send: the tail of the last responses. So the write side is shut
-// instead, a FIN after the last byte, and the reader drops frames until the
-// client closes or lingerTimeout passes (as net/http's lingering close).
+// left, lingering (shutWrite): the serve loop drops frames until the
+// client closes or lingerTimeout passes.
 func (c *conn) closeDrained() {
 	c.flushAll()
-	cw, ok := c.nc.(interface{ CloseWrite() error })
-	if c.linger || !ok {
+	if c.linger || !c.shutWrite() {
 		c.nc.Close()
-		return
+	}
+}
+
+// shutWrite starts a lingering close, as nginx and net/http do: closing a
+// socket that holds unread bytes (a WINDOW_UPDATE or PING the client sent
+// meanwhile) makes the kernel reset it and drop what it had still to send,
+// the tail of the last responses or a GOAWAY's reason. So the write side
+// is shut instead, a FIN after the last byte flushed, later writes are
+// dropped, and reads end at lingerTimeout. It reports false where the
+// connection cannot shut its write side.
+func (c *conn) shutWrite() bool {
+	cw, ok := c.nc.(interface{ CloseWrite() error })
+	if !ok {
+		return false
 	}
 	c.linger = true
-	c.bw.Reset(io.Discard) // nothing more can be sent
+	c.bw.Reset(io.Discard)
 	if cw.CloseWrite() != nil {
-		c.nc.Close()
-		return
+		return false
 	}
 	c.nc.SetReadDeadline(time.Now().Add(lingerTimeout))
+	return true
 }
 
 // sendGoAway tells the client no stream after the last it opened will be
@@ -590,11 +602,12 @@ func (c *conn) flushAll() {
 	}
 }
 
-// teardown ends the pair when the client connection is gone: every open
-// stream is reset upstream and told to its Watcher.
+// teardown ends the pair when the client connection is gone or broke the
+// protocol: every open stream is reset upstream and told to its Watcher.
+// After a GOAWAY for the client's error it lingers, so that the client
+// reads why.
 func (c *conn) teardown() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.closed = true
 	if c.idle != nil {
 		c.idle.Stop()
@@ -612,6 +625,11 @@ func (c *conn) teardown() {
 		u.nc.Close()
 	}
 	c.ups = nil
+	linger := c.errGoAway && !c.linger && c.shutWrite()
+	c.mu.Unlock()
+	if linger {
+		io.Copy(io.Discard, c.nc) // until the client closes or the deadline
+	}
 	c.nc.Close()
 }
 

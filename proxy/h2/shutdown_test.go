@@ -97,3 +97,51 @@ func TestShutdownDeliversWholeResponses(t *testing.T) {
 		t.Errorf("Shutdown: %v", err)
 	}
 }
+
+// TestProtocolErrorGoAwayDelivered: a client's connection error (here a
+// PUSH_PROMISE, which clients may not send) is answered with GOAWAY
+// PROTOCOL_ERROR while the client still has frames on the way. The GOAWAY
+// and what preceded it must reach the client, which reads slowly, rather
+// than be dropped by the reset that closing over unread bytes causes.
+func TestProtocolErrorGoAwayDelivered(t *testing.T) {
+	addr, _ := startForwarder(t, startUpstream(t, 0), nopObserver{})
+	nc := testenv.DialReceiveBuffer(t, addr, 8<<10)
+	var out bytes.Buffer
+	w := http2.NewFramer(&out, nil)
+	w.AllowIllegalWrites = true
+	io.WriteString(&out, http2.ClientPreface)
+	w.WriteSettings()
+	for i := range 2000 {
+		w.WritePing(false, [8]byte{byte(i >> 8), byte(i)})
+	}
+	w.WritePushPromise(http2.PushPromiseParam{StreamID: 1, PromiseID: 2, EndHeaders: true})
+	before := out.Len()
+	for range 20000 {
+		w.WritePing(false, [8]byte{})
+	}
+	t.Logf("%d bytes before the error, %d after", before, out.Len()-before)
+	go nc.Write(out.Bytes()) // fails once the forwarder is gone
+
+	time.Sleep(200 * time.Millisecond) // the answer waits in the forwarder's send queue
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	fr := http2.NewFramer(nil, bufio.NewReader(nc))
+	acks := 0
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("after %d PING acks, no GOAWAY: %v", acks, err)
+		}
+		if p, ok := f.(*http2.PingFrame); ok && p.IsAck() {
+			acks++
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			if g.ErrCode != http2.ErrCodeProtocol {
+				t.Errorf("GOAWAY %v, want PROTOCOL_ERROR", g.ErrCode)
+			}
+			break
+		}
+	}
+	if acks != 2000 {
+		t.Errorf("%d PING acks before the GOAWAY, want 2000", acks)
+	}
+}
