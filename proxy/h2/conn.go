@@ -30,7 +30,7 @@ type conn struct {
 	maxID     uint32             // highest client stream ID opened
 	ups       []*upConn          // the last takes new streams; older ones drain
 	goAway    bool               // we sent GOAWAY: no new streams
-	linger    bool               // write side shut: frames read are dropped
+	linger    bool               // write side shut: serve returns, teardown drains
 	errGoAway bool               // we sent GOAWAY for the client's error
 	closed    bool
 	idle      *time.Timer
@@ -126,16 +126,18 @@ func (c *conn) serve() {
 				c.nc.SetReadDeadline(time.Time{})
 			}
 		}
+		stop := c.linger // shut meanwhile (drained, idle, Shutdown)
 		switch {
-		case err != nil:
-		case c.linger:
+		case stop || err != nil:
 		case f == nil:
 			err = c.onWindowUpdate(wu)
 		default:
 			err = c.handle(f)
 		}
-		stop := false
-		if err != nil {
+		if !stop {
+			stop = c.linger // the frame's handling drained the connection
+		}
+		if err != nil && !stop {
 			stop = c.fail(err)
 		}
 		if c.br.Buffered() == 0 || stop {
@@ -543,8 +545,8 @@ func (c *conn) idleClose() {
 const lingerTimeout = time.Second
 
 // closeDrained ends a connection that has sent GOAWAY and has no stream
-// left, lingering (shutWrite): the serve loop drops frames until the
-// client closes or lingerTimeout passes.
+// left, lingering (shutWrite): the serve loop returns at its next frame or
+// deadline, and teardown reads what the client still sends.
 func (c *conn) closeDrained() {
 	c.flushAll()
 	if c.linger || !c.shutWrite() {
@@ -557,8 +559,9 @@ func (c *conn) closeDrained() {
 // meanwhile) makes the kernel reset it and drop what it had still to send,
 // the tail of the last responses or a GOAWAY's reason. So the write side
 // is shut instead, a FIN after the last byte flushed, later writes are
-// dropped, and reads end at lingerTimeout. It reports false where the
-// connection cannot shut its write side.
+// dropped, and teardown discards what is read until the client closes or
+// lingerTimeout passes. It reports false where the connection cannot shut
+// its write side.
 func (c *conn) shutWrite() bool {
 	cw, ok := c.nc.(interface{ CloseWrite() error })
 	if !ok {
@@ -602,10 +605,10 @@ func (c *conn) flushAll() {
 	}
 }
 
-// teardown ends the pair when the client connection is gone or broke the
-// protocol: every open stream is reset upstream and told to its Watcher.
-// After a GOAWAY for the client's error it lingers, so that the client
-// reads why.
+// teardown ends the pair when the client connection is gone, broke the
+// protocol or was shut: every open stream is reset upstream and told to its
+// Watcher. A shut connection, and one that sent GOAWAY for the client's
+// error (so that the client reads why), lingers before it closes.
 func (c *conn) teardown() {
 	c.mu.Lock()
 	c.closed = true
@@ -625,7 +628,7 @@ func (c *conn) teardown() {
 		u.nc.Close()
 	}
 	c.ups = nil
-	linger := c.errGoAway && !c.linger && c.shutWrite()
+	linger := c.linger || (c.errGoAway && c.shutWrite())
 	c.mu.Unlock()
 	if linger {
 		io.Copy(io.Discard, c.nc) // until the client closes or the deadline

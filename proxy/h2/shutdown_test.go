@@ -14,6 +14,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/inferwatch/inferwatch/internal/testenv"
+	"github.com/inferwatch/inferwatch/proxy/h2"
 )
 
 // TestShutdownDeliversWholeResponses drains a connection whose client reads
@@ -143,5 +144,81 @@ func TestProtocolErrorGoAwayDelivered(t *testing.T) {
 	}
 	if acks != 2000 {
 		t.Errorf("%d PING acks before the GOAWAY, want 2000", acks)
+	}
+}
+
+// TestIdleCloseLingers: a connection without streams for IdleTimeout gets
+// GOAWAY and a clean end (FIN, so io.EOF) while its client is still
+// sending frames, and its serve loop ends once the client hangs up.
+func TestIdleCloseLingers(t *testing.T) {
+	addr, srv := startForwarder(t, startUpstream(t, 0), nopObserver{}, func(o *h2.Options) {
+		o.IdleTimeout = 300 * time.Millisecond
+	})
+	nc := testenv.DialReceiveBuffer(t, addr, 8<<10)
+	io.WriteString(nc, http2.ClientPreface)
+	fr := http2.NewFramer(nc, bufio.NewReader(nc))
+	fr.WriteSettings()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
+
+	stop := make(chan struct{})
+	pinged := make(chan struct{})
+	go func() { // a chatty client: PINGs, ten a millisecond, until it hangs up
+		defer close(pinged)
+		w := http2.NewFramer(nc, nil)
+		for i := 0; ; i++ {
+			if i%10 == 0 {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Millisecond):
+				}
+			}
+			if w.WritePing(false, [8]byte{byte(i)}) != nil {
+				return
+			}
+		}
+	}()
+
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	start := time.Now()
+	var ended, goAway bool
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("want a clean EOF after GOAWAY (GOAWAY %v, stream ended %v): %v", goAway, ended, err)
+			}
+			break
+		}
+		switch f := f.(type) {
+		case *http2.GoAwayFrame:
+			if f.ErrCode != http2.ErrCodeNo || f.LastStreamID != 1 {
+				t.Errorf("GOAWAY %v, last stream %d; want NO_ERROR, 1", f.ErrCode, f.LastStreamID)
+			}
+			goAway = true
+		case *http2.DataFrame:
+			ended = ended || f.StreamEnded()
+		case *http2.HeadersFrame:
+			ended = ended || f.StreamEnded()
+		}
+	}
+	if !goAway || !ended {
+		t.Fatalf("GOAWAY %v, stream ended %v", goAway, ended)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("closed after %v, before the idle timeout", d)
+	}
+	close(stop)
+	<-pinged
+	nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil { // waits for every serve loop
+		t.Errorf("the lingering connection did not end after its client closed: %v", err)
 	}
 }
