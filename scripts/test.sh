@@ -33,14 +33,6 @@ raceDependent=$(grep -rlE --include='*_test.go' '^//go:build .*race' . |
   xargs -r -n1 dirname | sort -u | sed "s#^\.#$mod#")
 unit=$(go list ./... | grep -vxF -f <(tr ' ' '\n' <<<"$e2e"))
 
-for pass in $passes; do # a misspelt pass fails before any runs
-  case $pass in
-  race | plain | frame) ;;
-  *) echo "test.sh: TEST_PASSES: unknown pass '$pass' (race, plain, frame)" >&2; exit 2 ;;
-  esac
-done
-
-start=$SECONDS
 run() { # run NAME go test ARGS...: one pass, timed
   local name=$1 t0=$SECONDS
   shift
@@ -48,15 +40,24 @@ run() { # run NAME go test ARGS...: one pass, timed
   "$@"
   echo "    ($((SECONDS - t0))s: test pass $name)"
 }
+pass_race() {
+  run race go test -race -p 1 -timeout "$timeout" "$@" $unit
+  run race-frame env INFERWATCH_DATA_PLANE=frame go test -race -p 1 -timeout "$timeout" "$@" ./proxy
+}
+pass_plain() { run plain go test -p 1 -timeout "$timeout" "$@" $e2e $raceDependent; }
+pass_frame() {
+  run frame env INFERWATCH_DATA_PLANE=frame go test -p 1 -timeout "$timeout" "$@" \
+    ./proxy/... ./sidecar/... ./tracing/... ./cmd/inferwatch/...
+}
+
+for pass in $passes; do # a misspelt pass fails before any runs
+  if ! declare -F "pass_$pass" >/dev/null; then
+    echo "test.sh: TEST_PASSES: unknown pass '$pass' (race, plain, frame)" >&2
+    exit 2
+  fi
+done
+start=$SECONDS
 for pass in $passes; do
-  case $pass in
-  race)
-    run race go test -race -p 1 -timeout "$timeout" "$@" $unit
-    run race-frame env INFERWATCH_DATA_PLANE=frame go test -race -p 1 -timeout "$timeout" "$@" ./proxy
-    ;;
-  plain) run plain go test -p 1 -timeout "$timeout" "$@" $e2e $raceDependent ;;
-  frame) run frame env INFERWATCH_DATA_PLANE=frame go test -p 1 -timeout "$timeout" "$@" \
-    ./proxy/... ./sidecar/... ./tracing/... ./cmd/inferwatch/... ;;
-  esac
+  "pass_$pass" "$@"
 done
 echo "--- test.sh: passes ($passes) done in $((SECONDS - start))s"
