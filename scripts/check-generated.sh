@@ -13,8 +13,8 @@ out=$(mktemp -d)
 trap 'rm -rf "$bin" "$out"' EXIT
 (cd proto && PATH="$bin:$PATH" protoc --go_out="$out" --go_opt=paths=source_relative \
   --go-grpc_out="$out" --go-grpc_opt=paths=source_relative inference/grpc_service.proto)
-if ! diff -r "$out/inference" proto/inference --exclude='*.proto' >/dev/null; then
-  echo "proto/inference is stale: run 'go generate ./proto'"; diff -r "$out/inference" proto/inference --exclude='*.proto' | head -20
+if ! diff -r "$out/inference" proto/inference --exclude='*.proto' --exclude=doc.go >/dev/null; then
+  echo "proto/inference is stale: run 'go generate ./proto'"; diff -r "$out/inference" proto/inference --exclude='*.proto' --exclude=doc.go | head -20
   exit 1
 fi
 echo "proto/inference matches its .proto"
