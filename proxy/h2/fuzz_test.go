@@ -3,6 +3,7 @@ package h2_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,11 +11,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/inferwatch/inferwatch/proxy/h2"
 )
 
 // peer is one raw HTTP/2 endpoint of the fuzz harness (the client, or the
@@ -33,10 +37,12 @@ type peer struct {
 	owner   map[uint32]byte // upstream: its stream ID -> the client stream's tag
 	crossed []string
 	done    chan struct{}
+	acks    chan [8]byte // barrier PINGs acknowledged
+	barrier uint16
 }
 
 func newPeer(name string, nc net.Conn) *peer {
-	p := &peer{name: name, nc: nc, owner: map[uint32]byte{}, done: make(chan struct{})}
+	p := &peer{name: name, nc: nc, owner: map[uint32]byte{}, done: make(chan struct{}), acks: make(chan [8]byte, 16)}
 	p.fr = http2.NewFramer(nc, bufio.NewReader(nc))
 	p.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	p.enc = hpack.NewEncoder(&p.ebuf)
@@ -65,6 +71,13 @@ func (p *peer) read(client bool) {
 						p.owner[f.StreamID] = byte(n)
 						p.mu.Unlock()
 					}
+				}
+			}
+		case *http2.PingFrame:
+			if f.IsAck() && string(f.Data[:4]) == "barr" {
+				select {
+				case p.acks <- f.Data:
+				default:
 				}
 			}
 		case *http2.DataFrame:
@@ -105,6 +118,29 @@ func (p *peer) headers(id uint32, end bool, fields ...string) {
 	p.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: p.ebuf.Bytes(), EndStream: end, EndHeaders: true})
 }
 
+// sync sends a PING and waits for its acknowledgement: the forwarder
+// handles a connection's frames in order, so it has then handled every
+// frame p sent before (a stream's dial included). It gives up when the
+// connection ends or after a second.
+func (p *peer) sync() {
+	p.barrier++
+	want := [8]byte{'b', 'a', 'r', 'r', 0, 0, byte(p.barrier >> 8), byte(p.barrier)}
+	p.write(func(fr *http2.Framer) { fr.WritePing(false, want) })
+	timeout := time.After(time.Second)
+	for {
+		select {
+		case got := <-p.acks:
+			if got == want {
+				return
+			}
+		case <-p.done:
+			return
+		case <-timeout:
+			return
+		}
+	}
+}
+
 func (p *peer) write(f func(fr *http2.Framer)) {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
@@ -137,7 +173,17 @@ func FuzzForwarder(f *testing.F) {
 				accepted <- c
 			}
 		}()
-		addr, srv := startForwarder(t, up.Addr().String(), nopObserver{})
+		var dials atomic.Int32 // connections the forwarder made upstream
+		addr, srv := startForwarder(t, up.Addr().String(), nopObserver{}, func(o *h2.Options) {
+			dial := o.Dial
+			o.Dial = func(ctx context.Context) (net.Conn, error) {
+				nc, err := dial(ctx)
+				if err == nil {
+					dials.Add(1)
+				}
+				return nc, err
+			}
+		})
 		cc, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
@@ -149,33 +195,27 @@ func FuzzForwarder(f *testing.F) {
 		go client.read(true)
 
 		var upstreams []*peer
-		// The forwarder dials only for a new stream, so upstream waits for
-		// a connection at most once after each stream the script opens and
-		// otherwise only looks: waiting at every upstream step made long
-		// scripts outlast the fuzzing engine's 10 s limit for one input.
-		dialMayCome := false
+		taken := 0 // upstream connections accepted
+		// upstream takes the connections the forwarder dialled since the
+		// last call (each stream opened is synced, so its dial, made while
+		// the forwarder handles its HEADERS, is counted by then) and
+		// returns the newest.
 		upstream := func() *peer {
-			var c net.Conn
-			if dialMayCome {
-				dialMayCome = false
+			for int(dials.Load()) > taken {
+				var c net.Conn
 				select {
 				case c = <-accepted:
-				case <-time.After(20 * time.Millisecond):
+				case <-time.After(2 * time.Second):
+					t.Fatal("the forwarder dialled, and no connection was accepted in 2s")
 				}
-			} else {
-				select {
-				case c = <-accepted:
-				default:
-				}
-			}
-			if c != nil {
+				taken++
 				p := newPeer("upstream", c)
 				br := bufio.NewReader(c)
 				pre := make([]byte, len(http2.ClientPreface))
 				c.SetReadDeadline(time.Now().Add(time.Second))
 				if _, err := io.ReadFull(br, pre); err != nil {
 					c.Close()
-					return nil
+					continue
 				}
 				c.SetReadDeadline(time.Time{})
 				p.fr = http2.NewFramer(c, br)
@@ -241,8 +281,9 @@ func FuzzForwarder(f *testing.F) {
 				id := next
 				next += 2
 				opened = append(opened, id)
-				dialMayCome = true
 				client.headers(id, a%2 == 1, ":method", "POST", ":scheme", "http", ":path", "/s"+strconv.Itoa(int(byte(id))), ":authority", "x", "content-type", "application/grpc")
+				client.sync()
+				upstream() // a new connection is read from now on, as a server would
 			case 1: // DATA, tagged with its stream
 				id := pick(a)
 				client.write(func(fr *http2.Framer) {
@@ -316,7 +357,13 @@ func FuzzForwarder(f *testing.F) {
 				}
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
+		// Let the forwarder handle what both sides sent before the client
+		// leaves.
+		upstream()
+		for _, p := range upstreams {
+			p.sync()
+		}
+		client.sync()
 		cc.Close()
 		// The forwarder must let go of the client and every upstream.
 		for deadline := time.Now().Add(3 * time.Second); srv.Conns() > 0; time.Sleep(time.Millisecond) {
