@@ -9,6 +9,11 @@
 #   FUZZ_MATCH  []     only targets whose "package FuzzName" matches this
 #                      extended regular expression, e.g. 'proxy/|FuzzSSE'
 #   FUZZ_LOGS   [a temporary folder]
+#   FUZZ_MINIMIZE [10s] -fuzzminimizetime: how long a new input is minimised.
+#                      Go's 60 s default stalls a target whose inputs take
+#                      milliseconds (FuzzForwarder: real sockets) for a
+#                      minute after each new coverage input, executing
+#                      nothing new meanwhile
 # Exit status: 0 when every target passed, 1 otherwise. A target that ends
 # with only "context deadline exceeded" and writes no failing input counts as
 # "flaky", not failed: Go 1.26's fuzzing coordinator can report its own
@@ -18,6 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 fuzztime=${FUZZ_TIME:-60s}
+minimize=${FUZZ_MINIMIZE:-10s}
 match=${FUZZ_MATCH:-}
 logs=${FUZZ_LOGS:-$(mktemp -d "${TMPDIR:-/tmp}/fuzz.XXXXXX")}
 mkdir -p "$logs"
@@ -37,7 +43,7 @@ while read -r pkg name; do
   before=$(ls "$corpus" 2>/dev/null || true)
   start=$(date +%s)
   # </dev/null: the loop reads its targets from stdin; a test must not.
-  if go test -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" "$pkg" </dev/null >"$log" 2>&1; then
+  if go test -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" -fuzzminimizetime "$minimize" "$pkg" </dev/null >"$log" 2>&1; then
     status=ok passed=$((passed + 1))
   elif [ "$(ls "$corpus" 2>/dev/null || true)" = "$before" ] &&
     ! grep -q 'Failing input written' "$log" &&
