@@ -52,7 +52,7 @@ pass_frame() {
 
 for pass in $passes; do # a misspelt pass fails before any runs
   if ! declare -F "pass_$pass" >/dev/null; then
-    echo "test.sh: TEST_PASSES: unknown pass '$pass' (race, plain, frame)" >&2
+    echo "test.sh: TEST_PASSES: unknown pass '$pass' ($(declare -F | sed -n 's/^declare -f pass_//p' | paste -sd ' '))" >&2
     exit 2
   fi
 done

@@ -126,17 +126,16 @@ func (c *conn) serve() {
 				c.nc.SetReadDeadline(time.Time{})
 			}
 		}
-		stop := c.linger // shut meanwhile (drained, idle, Shutdown)
 		switch {
-		case stop || err != nil:
+		case c.linger || err != nil:
 		case f == nil:
 			err = c.onWindowUpdate(wu)
 		default:
 			err = c.handle(f)
 		}
-		if !stop {
-			stop = c.linger // the frame's handling drained the connection
-		}
+		// Shut meanwhile (idle, Shutdown) or by this frame's end of the
+		// last stream: teardown drains what follows.
+		stop := c.linger
 		if err != nil && !stop {
 			stop = c.fail(err)
 		}
