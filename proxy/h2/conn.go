@@ -25,15 +25,14 @@ type conn struct {
 	endpoint
 	rtt func() time.Duration
 
-	mu        sync.Mutex
-	streams   map[uint32]*stream // by client stream ID
-	maxID     uint32             // highest client stream ID opened
-	ups       []*upConn          // the last takes new streams; older ones drain
-	goAway    bool               // we sent GOAWAY: no new streams
-	linger    bool               // write side shut: serve returns, teardown drains
-	errGoAway bool               // we sent GOAWAY for the client's error
-	closed    bool
-	idle      *time.Timer
+	mu      sync.Mutex
+	streams map[uint32]*stream // by client stream ID
+	maxID   uint32             // highest client stream ID opened
+	ups     []*upConn          // the last takes new streams; older ones drain
+	goAway  bool               // we sent GOAWAY: no new streams
+	linger  bool               // write side shut: serve returns, teardown drains
+	closed  bool
+	idle    *time.Timer
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -167,15 +166,20 @@ func (c *conn) fail(err error) bool {
 		return false
 	}
 	var ce http2.ConnectionError
+	code := http2.ErrCodeFrameSize
 	switch {
 	case errors.As(err, &ce):
-		c.fr.WriteGoAway(c.maxID, http2.ErrCode(ce), nil)
-		c.errGoAway = true
-	case errors.Is(err, http2.ErrFrameTooLarge):
-		c.fr.WriteGoAway(c.maxID, http2.ErrCodeFrameSize, nil)
-		c.errGoAway = true
+		code = http2.ErrCode(ce)
+	case !errors.Is(err, http2.ErrFrameTooLarge):
+		c.dirty = true
+		return true // the connection broke: nothing to say
 	}
+	// The client's error: it must read why, so the GOAWAY is flushed and
+	// the connection shut lingering (teardown drains).
+	c.fr.WriteGoAway(c.maxID, code, nil)
 	c.dirty = true
+	c.flushAll()
+	c.shutWrite()
 	return true
 }
 
@@ -606,8 +610,8 @@ func (c *conn) flushAll() {
 
 // teardown ends the pair when the client connection is gone, broke the
 // protocol or was shut: every open stream is reset upstream and told to its
-// Watcher. A shut connection, and one that sent GOAWAY for the client's
-// error (so that the client reads why), lingers before it closes.
+// Watcher. A shut connection (drained, idle, or after a GOAWAY for the
+// client's error) lingers before it closes.
 func (c *conn) teardown() {
 	c.mu.Lock()
 	c.closed = true
@@ -627,7 +631,7 @@ func (c *conn) teardown() {
 		u.nc.Close()
 	}
 	c.ups = nil
-	linger := c.linger || (c.errGoAway && c.shutWrite())
+	linger := c.linger
 	c.mu.Unlock()
 	if linger {
 		io.Copy(io.Discard, c.nc) // until the client closes or the deadline
