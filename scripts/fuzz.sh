@@ -39,15 +39,12 @@ fi
 failed=0 passed=0 flaky=0
 while read -r pkg name; do
   log=$logs/$(tr '/.' '__' <<<"${pkg#./}")-$name.log
-  corpus=$pkg/testdata/fuzz/$name
-  before=$(ls "$corpus" 2>/dev/null || true)
   start=$(date +%s)
   # </dev/null: the loop reads its targets from stdin; a test must not.
   if go test -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" -fuzzminimizetime "$minimize" "$pkg" </dev/null >"$log" 2>&1; then
     status=ok passed=$((passed + 1))
-  elif [ "$(ls "$corpus" 2>/dev/null || true)" = "$before" ] &&
-    ! grep -q 'Failing input written' "$log" &&
-    [ "$(grep -vE '^(fuzz: elapsed|--- FAIL: |FAIL|exit status)' "$log" | sed 's/^[[:space:]]*//')" = "context deadline exceeded" ]; then
+  elif [ "$(grep -vE '^(fuzz: elapsed|--- FAIL: |FAIL|exit status)' "$log" | sed 's/^[[:space:]]*//')" = "context deadline exceeded" ]; then
+    # nothing else printed: no failing input (Go says where it wrote one)
     status=flaky flaky=$((flaky + 1))
   else
     status=FAIL failed=$((failed + 1))
