@@ -1,13 +1,14 @@
 package extproc
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -48,6 +49,14 @@ func runSidecar(t *testing.T, protocol, upstream string) (string, *collector) {
 		sc.Shutdown(ctx)
 	})
 	return sc.RouteAddrs()[0].String(), col
+}
+
+func gzipped(b []byte) []byte {
+	var out bytes.Buffer
+	w := gzip.NewWriter(&out)
+	w.Write(b)
+	w.Close()
+	return out.Bytes()
 }
 
 // callView is what a front reads from a call's bytes, not its timing.
@@ -105,43 +114,61 @@ func TestSameRecordAsSidecar(t *testing.T) {
 			t.Fatalf("records differ:\n ext_proc %s\n sidecar  %s", a, b)
 		}
 	})
-	t.Run("http", func(t *testing.T) {
-		up := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			io.Copy(io.Discard, r.Body)
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Server-Timing", "infer;dur=3")
-			io.WriteString(w, jsonResp)
-		})}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go up.Serve(l)
-		defer up.Close()
-		addr, scCol := runSidecar(t, "http", l.Addr().String())
-		res, err := http.Post("http://"+addr+"/v2/models/mlp/versions/3/infer", "application/json", strings.NewReader(jsonReq))
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		side := scCol.wait(t, 1)
+	// Plain JSON, then the same compressed both ways: a gzip body is not
+	// read (and not a decode failure) by either front.
+	for _, enc := range []string{"", "gzip"} {
+		t.Run("http"+enc, func(t *testing.T) {
+			reqB, respB := []byte(jsonReq), []byte(jsonResp)
+			var encHdr []string
+			if enc != "" {
+				reqB, respB, encHdr = gzipped(reqB), gzipped(respB), []string{"content-encoding", enc}
+			}
+			up := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Server-Timing", "infer;dur=3")
+				if enc != "" {
+					w.Header().Set("Content-Encoding", enc)
+				}
+				w.Write(respB)
+			})}
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go up.Serve(l)
+			defer up.Close()
+			addr, scCol := runSidecar(t, "http", l.Addr().String())
+			req, _ := http.NewRequest("POST", "http://"+addr+"/v2/models/mlp/versions/3/infer", bytes.NewReader(reqB))
+			req.Header.Set("Content-Type", "application/json")
+			if enc != "" {
+				req.Header.Set("Content-Encoding", enc)
+			}
+			res, err := (&http.Client{Transport: &http.Transport{DisableCompression: true}}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			side := scCol.wait(t, 1)
 
-		h := newHarness(t, Options{CaptureBytes: 1 << 20}, nil)
-		exchange(t, h, []*extprocv3.ProcessingRequest{
-			reqHeaders(headers(false, ":method", "POST", ":path", "/v2/models/mlp/versions/3/infer", "content-type", "application/json")),
-			reqBody([]byte(jsonReq[:30]), false), reqBody([]byte(jsonReq[30:]), true),
-			respHeaders(headers(false, ":status", "200", "content-type", "application/json", "server-timing", "infer;dur=3")),
-			respBody([]byte(jsonResp), true),
+			h := newHarness(t, Options{CaptureBytes: 1 << 20}, nil)
+			exchange(t, h, []*extprocv3.ProcessingRequest{
+				reqHeaders(headers(false, append([]string{":method", "POST", ":path", "/v2/models/mlp/versions/3/infer", "content-type", "application/json"}, encHdr...)...)),
+				reqBody(reqB[:30], false), reqBody(reqB[30:], true),
+				respHeaders(headers(false, append([]string{":status", "200", "content-type", "application/json", "server-timing", "infer;dur=3"}, encHdr...)...)),
+				respBody(respB, true),
+			})
+			ep := h.col.wait(t, 1)
+			if a, b := callView(ep), callView(side); a != b {
+				t.Fatalf("records differ:\n ext_proc %s\n sidecar  %s", a, b)
+			}
+			// Outside the decode sample (1% for the sidecar, none here) both
+			// read the bodies with the bracket scan: fields, no decode phase.
+			read := ep.InputCount != 0 && ep.OutputCount != 0
+			if read != (enc == "") || ep.DecodeFail || ep.DecodeRan || side.DecodeRan {
+				t.Fatalf("encoding %q: inputs %d outputs %d, decode failed %v, decode phase: ext_proc %v sidecar %v", enc, ep.InputCount, ep.OutputCount, ep.DecodeFail, ep.DecodeRan, side.DecodeRan)
+			}
 		})
-		ep := h.col.wait(t, 1)
-		if a, b := callView(ep), callView(side); a != b {
-			t.Fatalf("records differ:\n ext_proc %s\n sidecar  %s", a, b)
-		}
-		// Outside the decode sample (1% for the sidecar, none here) both
-		// read the bodies with the bracket scan: fields, no decode phase.
-		if ep.InputCount == 0 || ep.OutputCount == 0 || ep.DecodeRan || side.DecodeRan {
-			t.Fatalf("inputs %d outputs %d, decode phase: ext_proc %v sidecar %v", ep.InputCount, ep.OutputCount, ep.DecodeRan, side.DecodeRan)
-		}
-	})
+	}
 }

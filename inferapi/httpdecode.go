@@ -17,6 +17,12 @@ import (
 // is a JSON header of that many bytes followed by the tensors' raw bytes.
 const headerJSONLength = "Inference-Header-Content-Length"
 
+// DecodeHeaders are the headers the HTTP decoders read, canonical: a front
+// that keeps a call's headers for its deferred decode keeps these (one list,
+// so that no front drops one the decoders need: without Content-Encoding a
+// gzip body reads as malformed JSON).
+var DecodeHeaders = [...]string{"Content-Type", "Content-Encoding", headerJSONLength}
+
 // DecodeHTTPRequest reads what an HTTP request body says about the call: the
 // inputs, batch size, and for OpenAI the model and streaming. body is the
 // prefix the proxy captured; truncated says the body went on past it, which
@@ -94,7 +100,7 @@ const (
 // be read from a prefix). A body without a Content-Type counts as JSON when
 // it looks like it.
 func kindOf(h http.Header, body []byte) bodyKind {
-	if enc := h.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+	if encoded(h) {
 		return bodyOpaque
 	}
 	media, _, _ := strings.Cut(h.Get("Content-Type"), ";")
@@ -110,6 +116,12 @@ func kindOf(h http.Header, body []byte) bodyKind {
 		}
 	}
 	return bodyOpaque
+}
+
+// encoded says the body is under a Content-Encoding other than identity.
+func encoded(h http.Header) bool {
+	enc := h.Get("Content-Encoding")
+	return enc != "" && !strings.EqualFold(enc, "identity")
 }
 
 // finish turns a walk's error into the decoder's: a cut prefix is fine when
@@ -139,8 +151,8 @@ type v2Tensor struct {
 // decodeV2 reads a KServe v2 JSON body, or the JSON header of a body in the
 // binary tensor extension.
 func decodeV2(h http.Header, body []byte, truncated bool, c *record.Call, response, scan bool) error {
-	if len(body) == 0 {
-		return nil // nothing captured, nothing to say
+	if len(body) == 0 || encoded(h) {
+		return nil // nothing captured, or nothing readable: the binary extension's JSON is compressed too
 	}
 	jsonPart, jsonTruncated := body, truncated
 	binary := false

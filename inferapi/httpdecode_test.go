@@ -172,6 +172,7 @@ func TestDecodeHTTPRequestKServeV2(t *testing.T) {
 		{name: "binary header not a number", route: infer, header: http.Header{headerJSONLength: {"ten"}}, body: bin, wantErr: true},
 		{name: "octet-stream without the extension is not parsed", route: infer, header: octetType, body: full},
 		{name: "compressed body is not parsed", route: infer, header: http.Header{"Content-Type": {"application/json"}, "Content-Encoding": {"gzip"}}, body: "\x1f\x8b"},
+		{name: "compressed binary extension is not parsed", route: infer, header: http.Header{headerJSONLength: {"12"}, "Content-Encoding": {"gzip"}}, body: "\x1f\x8b"},
 		{name: "text without content type is not parsed", route: infer, body: "hello"},
 		{name: "empty body", route: infer, header: jsonType},
 		{name: "syntax error", route: infer, header: jsonType, body: `{"inputs":[{"name":"a",,}]}`, wantErr: true, want: record.Call{InputCount: 1, Inputs: []record.Tensor{{Name: "a"}}}},

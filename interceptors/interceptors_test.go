@@ -1,6 +1,8 @@
 package interceptors
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"io"
 	"net"
@@ -98,6 +100,60 @@ func TestHTTPMiddleware(t *testing.T) {
 	c := col.recs[0]
 	if c.Model != "mlp" || c.Method != "infer" || c.Code != "418" || c.RequestBytes != 13 || c.ResponseBytes != 2 || c.RequestEnd == 0 {
 		t.Fatalf("record: %+v", c)
+	}
+}
+
+// TestHTTPMiddlewareCompressedBody: a gzip body (request or response) is
+// passed on untouched and not counted as a decode failure, by the scan or
+// the sampled walk; the same body uncompressed is decoded.
+func TestHTTPMiddlewareCompressedBody(t *testing.T) {
+	const plain = `{"inputs":[{"name":"x","shape":[1,2],"datatype":"FP32","data":[1,2]}]}`
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	io.WriteString(zw, plain)
+	zw.Close()
+	for _, sample := range []float64{-1, 1} {
+		for _, enc := range []string{"gzip", ""} {
+			body := []byte(plain)
+			if enc != "" {
+				body = gz.Bytes()
+			}
+			col := &collector{}
+			rec, err := New(Options{DecodeSample: sample, NoTracing: true, Sinks: []record.Sink{col}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []byte
+			srv := httptest.NewServer(rec.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				got, _ = io.ReadAll(r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				if enc != "" {
+					w.Header().Set("Content-Encoding", enc)
+				}
+				w.Write(body) // the same JSON as the answer, as it came
+			})))
+			req, _ := http.NewRequest("POST", srv.URL+"/v2/models/mlp/infer", bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			if enc != "" {
+				req.Header.Set("Content-Encoding", enc)
+			}
+			res, err := (&http.Client{Transport: &http.Transport{DisableCompression: true}}).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			srv.Close()
+			rec.Close(context.Background())
+			c := col.all()[0]
+			wantBatch := 1
+			if enc != "" {
+				wantBatch = 0
+			}
+			if !bytes.Equal(got, body) || c.Code != "200" || c.DecodeFail || c.BatchSize != wantBatch {
+				t.Errorf("sample %v, encoding %q: handler read %d of %d bytes; record code %q, decode failed %v, batch %d (want %d)",
+					sample, enc, len(got), len(body), c.Code, c.DecodeFail, c.BatchSize, wantBatch)
+			}
+		}
 	}
 }
 

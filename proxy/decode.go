@@ -49,12 +49,11 @@ func deferHTTPDecode(rt inferapi.Route, reqHdr http.Header, req *capture, respHd
 // decodeHeaders keeps the headers a decoder reads, so the request's own map
 // is not shared with the pipeline goroutine.
 func decodeHeaders(h http.Header) http.Header {
-	out := make(http.Header, 2)
-	if v := h["Content-Type"]; v != nil {
-		out["Content-Type"] = v
-	}
-	if v := h["Inference-Header-Content-Length"]; v != nil {
-		out["Inference-Header-Content-Length"] = v
+	out := make(http.Header, len(inferapi.DecodeHeaders))
+	for _, k := range inferapi.DecodeHeaders {
+		if v := h[k]; v != nil {
+			out[k] = v
+		}
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -278,5 +279,93 @@ func TestHTTPClientLeavesMidCall(t *testing.T) {
 	}
 	if rec := h.waitRecords(1)[0]; rec.ErrorKind != record.ErrClientCancel {
 		t.Errorf("error kind %q, want %q", rec.ErrorKind, record.ErrClientCancel)
+	}
+}
+
+// TestHTTPCompressedBodiesNotDecodeFailures: a body under Content-Encoding
+// (a gzip request, a server answering a client's Accept-Encoding in kind) is
+// not JSON to the decoders, so it is forwarded untouched and not counted as
+// a decode failure — on every call it would be, and the error rate with it.
+func TestHTTPCompressedBodiesNotDecodeFailures(t *testing.T) {
+	gz := func(b []byte) []byte {
+		var out bytes.Buffer
+		w := gzip.NewWriter(&out)
+		w.Write(b)
+		w.Close()
+		return out.Bytes()
+	}
+	const reply = `{"model_name":"mlp","outputs":[{"name":"y","shape":[1],"datatype":"FP32","data":[1]}]}`
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v2/models/{m}/infer", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if r.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(bytes.NewReader(body))
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			if body, err = io.ReadAll(zr); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+		}
+		if !json.Valid(body) {
+			http.Error(w, "not JSON", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			w.Header().Set("Content-Encoding", "gzip")
+			w.Write(gz([]byte(reply)))
+			return
+		}
+		io.WriteString(w, reply)
+	})
+	l := listen(t)
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	h := newHarness(t, l.Addr().String(), false)
+
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	clients := []struct {
+		name string
+		c    *http.Client
+	}{
+		{"http1", &http.Client{Transport: &http.Transport{DisableCompression: true}}},
+		{"h2c", &http.Client{Transport: &http.Transport{Protocols: p, DisableCompression: true}}},
+	}
+	req := []byte(`{"inputs":[{"name":"x","shape":[1,2],"datatype":"FP32","data":[1,2]}]}`)
+	tests := []struct {
+		name      string
+		hdr       http.Header
+		body      []byte
+		wantBatch int // the request decoded: a plain one is
+	}{
+		{"gzip request", http.Header{"Content-Type": {"application/json"}, "Content-Encoding": {"gzip"}}, gz(req), 0},
+		{"gzip response", http.Header{"Content-Type": {"application/json"}, "Accept-Encoding": {"gzip"}}, req, 1},
+		{"both", http.Header{"Content-Type": {"application/json"}, "Content-Encoding": {"gzip"}, "Accept-Encoding": {"gzip"}}, gz(req), 0},
+	}
+	for _, cl := range clients {
+		for _, tt := range tests {
+			o := doHTTP(t, cl.c, "POST", "http://"+h.addr+"/v2/models/mlp/infer", tt.hdr, tt.body)
+			if o.status != http.StatusOK {
+				t.Fatalf("%s/%s: status %d: %s", cl.name, tt.name, o.status, o.body)
+			}
+			if want := tt.hdr.Get("Accept-Encoding") != ""; (o.header.Get("Content-Encoding") == "gzip") != want {
+				t.Fatalf("%s/%s: response Content-Encoding %q", cl.name, tt.name, o.header.Get("Content-Encoding"))
+			}
+		}
+	}
+	recs := h.waitRecords(len(clients) * len(tests))
+	for i, r := range recs {
+		tt := tests[i%len(tests)]
+		if r.DecodeFail || r.ErrorKind != record.ErrNone || r.Code != "200" {
+			t.Errorf("%s: decode failed %v, error %q, code %q", tt.name, r.DecodeFail, r.ErrorKind, r.Code)
+		}
+		if r.BatchSize != tt.wantBatch {
+			t.Errorf("%s: batch %d, want %d", tt.name, r.BatchSize, tt.wantBatch)
+		}
 	}
 }

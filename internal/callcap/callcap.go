@@ -10,6 +10,7 @@ package callcap
 
 import (
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -217,15 +218,21 @@ func DecodeHTTP(c *record.Call, rt inferapi.Route, full bool, req, resp Body) {
 	}
 }
 
-// DecodeHeaders keeps the headers a decoder reads (Content-Type and the
-// binary extension's Inference-Header-Content-Length) from a header lookup.
+// DecodeHeaders keeps the headers a decoder reads (inferapi.DecodeHeaders)
+// from a lookup by lower-case name, as HTTP/2 and Envoy spell them.
 func DecodeHeaders(get func(key string) string) http.Header {
-	out := make(http.Header, 2)
-	if v := get("content-type"); v != "" {
-		out["Content-Type"] = []string{v}
-	}
-	if v := get("inference-header-content-length"); v != "" {
-		out["Inference-Header-Content-Length"] = []string{v}
+	out := make(http.Header, len(inferapi.DecodeHeaders))
+	for i, k := range inferapi.DecodeHeaders {
+		if v := get(lowerDecodeHeaders[i]); v != "" {
+			out[k] = []string{v}
+		}
 	}
 	return out
 }
+
+var lowerDecodeHeaders = func() (l [len(inferapi.DecodeHeaders)]string) {
+	for i, k := range inferapi.DecodeHeaders {
+		l[i] = strings.ToLower(k)
+	}
+	return l
+}()

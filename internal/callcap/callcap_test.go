@@ -2,6 +2,7 @@ package callcap
 
 import (
 	"net/http"
+	"reflect"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -125,5 +126,34 @@ func TestDeferredDecodes(t *testing.T) {
 	}
 	if hdr.Get("Content-Type") != "application/json" || len(DecodeHeaders(func(string) string { return "" })) != 0 {
 		t.Fatalf("DecodeHeaders: %v", hdr)
+	}
+}
+
+// TestDecodeHeaders: every header the decoders read is kept, from a lookup
+// by lower-case name (Envoy's and HTTP/2's spelling), and nothing else.
+func TestDecodeHeaders(t *testing.T) {
+	in := map[string]string{
+		"content-type":                    "application/json",
+		"content-encoding":                "gzip",
+		"inference-header-content-length": "12",
+		"authorization":                   "secret",
+	}
+	got := DecodeHeaders(func(k string) string { return in[k] })
+	want := http.Header{
+		"Content-Type":                    {"application/json"},
+		"Content-Encoding":                {"gzip"},
+		"Inference-Header-Content-Length": {"12"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("DecodeHeaders: %v, want %v", got, want)
+	}
+	// And the decoders, given them, leave a compressed body alone.
+	rt := inferapi.HTTPRoute("POST", "/v2/models/m/infer", "")
+	req := NewPrefix(64, NewBudget(64))
+	req.Write([]byte{0x1f, 0x8b, 8, 0})
+	c := record.Call{Code: "200"}
+	HTTPDecode(rt, got, req, got, nil, false)(&c)
+	if c.DecodeFail {
+		t.Fatalf("a gzip body counted as a decode failure")
 	}
 }
