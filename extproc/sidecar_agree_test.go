@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,6 +113,50 @@ func TestSameRecordAsSidecar(t *testing.T) {
 		ep := h.col.wait(t, 1)
 		if a, b := callView(ep), callView(side); a != b {
 			t.Fatalf("records differ:\n ext_proc %s\n sidecar  %s", a, b)
+		}
+	})
+	// An OpenAI-compatible server that reports its stages as TGI does, in
+	// x-*-time headers of a non-streamed answer: both fronts read them.
+	t.Run("openai tgi", func(t *testing.T) {
+		const chatReq = `{"model":"llm","messages":[{"role":"user","content":"hi"}]}`
+		const chatResp = `{"id":"1","object":"chat.completion","model":"llm","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`
+		up := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("X-Validation-Time", "1")
+			w.Header().Set("X-Queue-Time", "7")
+			w.Header().Set("X-Inference-Time", "25")
+			io.WriteString(w, chatResp)
+		})}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go up.Serve(l)
+		defer up.Close()
+		addr, scCol := runSidecar(t, "http", l.Addr().String())
+		res, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(chatReq))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		side := scCol.wait(t, 1)
+
+		h := newHarness(t, Options{CaptureBytes: 1 << 20}, nil)
+		exchange(t, h, []*extprocv3.ProcessingRequest{
+			reqHeaders(headers(false, ":method", "POST", ":path", "/v1/chat/completions", "content-type", "application/json")),
+			reqBody([]byte(chatReq), true),
+			respHeaders(headers(false, ":status", "200", "content-type", "application/json",
+				"x-validation-time", "1", "x-queue-time", "7", "x-inference-time", "25")),
+			respBody([]byte(chatResp), true),
+		})
+		ep := h.col.wait(t, 1)
+		if a, b := callView(ep), callView(side); a != b {
+			t.Fatalf("records differ:\n ext_proc %s\n sidecar  %s", a, b)
+		}
+		if len(ep.Stages) != 3 || ep.Stages[1].Name != "queue" || ep.Stages[1].Duration != 7*time.Millisecond {
+			t.Fatalf("stages %+v, want validation, queue (7ms), inference", ep.Stages)
 		}
 	})
 	// Plain JSON, then the same compressed both ways: a gzip body is not

@@ -265,6 +265,9 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders, attrs map[string]*st
 		}
 	}
 	c.Stages = inferapi.ParseServerTiming(timing, c.Stages)
+	if st.route.API == record.APIOpenAI {
+		c.Stages = inferapi.ParseTGITimes(func(k string) string { return lookup(h, k) }, c.Stages)
+	}
 	if st.respCap != nil {
 		st.respHdr = callcap.DecodeHeaders(func(k string) string { return lookup(h, k) })
 	}

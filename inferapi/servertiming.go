@@ -2,7 +2,6 @@ package inferapi
 
 import (
 	"math"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -143,22 +142,24 @@ const StageSourceTGI = "tgi"
 // tgiStages maps TGI's timing headers (whole milliseconds) to stage names:
 // queue as Server-Timing and the LLM metrics name it.
 var tgiStages = [...]struct{ header, stage string }{
-	{"X-Validation-Time", "validation"},
-	{"X-Queue-Time", "queue"},
-	{"X-Inference-Time", "inference"},
+	{"x-validation-time", "validation"},
+	{"x-queue-time", "queue"},
+	{"x-inference-time", "inference"},
 }
 
 // ParseTGITimes appends to dst the stages Hugging Face TGI reports in its
 // x-validation-time, x-queue-time and x-inference-time headers (sent on
-// answers that were not streamed). Values that are not a non-negative
-// number of milliseconds are skipped.
-func ParseTGITimes(h http.Header, dst []record.Stage) []record.Stage {
+// answers that were not streamed), read of an OpenAI-compatible route's
+// response by every front. get looks a header up by its lower-case name,
+// as HTTP/2 and Envoy spell it (http.Header.Get takes that too). Values
+// that are not a non-negative number of milliseconds are skipped.
+func ParseTGITimes(get func(name string) string, dst []record.Stage) []record.Stage {
 	for _, t := range tgiStages {
-		v := h[t.header]
-		if len(v) == 0 {
+		v := get(t.header)
+		if v == "" {
 			continue
 		}
-		ms, err := strconv.ParseFloat(strings.TrimSpace(v[0]), 64)
+		ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 		if err != nil || ms < 0 || ms > 1e9 {
 			continue
 		}

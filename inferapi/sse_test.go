@@ -110,7 +110,7 @@ func TestParseTGITimes(t *testing.T) {
 	h.Set("X-Queue-Time", "12")
 	h.Set("X-Inference-Time", "bad")
 	h.Set("X-Time-Per-Token", "20")
-	got := ParseTGITimes(h, nil)
+	got := ParseTGITimes(h.Get, nil)
 	want := []record.Stage{
 		{Name: "validation", Duration: time.Millisecond, Source: StageSourceTGI},
 		{Name: "queue", Duration: 12 * time.Millisecond, Source: StageSourceTGI},

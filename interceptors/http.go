@@ -70,6 +70,9 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.Code = strconv.Itoa(rw.status)
 	c.UpstreamStart, c.UpstreamSent = c.RequestEnd, c.RequestEnd
 	c.Stages = inferapi.ParseServerTiming(w.Header()["Server-Timing"], c.Stages)
+	if rt.API == record.APIOpenAI {
+		c.Stages = inferapi.ParseTGITimes(w.Header().Get, c.Stages)
+	}
 	if reqCap != nil {
 		reqHdr := callcap.DecodeHeaders(func(k string) string { return r.Header.Get(k) })
 		respHdr := callcap.DecodeHeaders(func(k string) string { return w.Header().Get(k) })

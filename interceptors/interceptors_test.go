@@ -157,6 +157,34 @@ func TestHTTPMiddlewareCompressedBody(t *testing.T) {
 	}
 }
 
+// TestHTTPMiddlewareTGIStages: an OpenAI-compatible handler that reports
+// its stages in TGI's x-*-time headers has them in the record, as the
+// sidecar reads them.
+func TestHTTPMiddlewareTGIStages(t *testing.T) {
+	col := &collector{}
+	p := record.NewPipeline(16, col, nil)
+	h := HTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Queue-Time", "7")
+		w.Header().Set("X-Inference-Time", "25")
+		io.WriteString(w, `{"model":"llm","choices":[]}`)
+	}), p, "")
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	res, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"llm","messages":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	srv.Close()
+	p.Close()
+	st := col.recs[0].Stages
+	if len(st) != 2 || st[0].Name != "queue" || st[0].Duration != 7*time.Millisecond || st[1].Name != "inference" || st[1].Duration != 25*time.Millisecond {
+		t.Fatalf("stages %+v, want queue 7ms and inference 25ms", st)
+	}
+}
+
 func (c *collector) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -220,7 +220,7 @@ func (h *Handler) relay(w http.ResponseWriter, cl *call, res *http.Response) (ab
 	announced := announceTrailers(hdr, res.Trailer)
 	c.Stages = inferapi.ParseServerTiming(res.Header["Server-Timing"], c.Stages)
 	if cl.route.API == record.APIOpenAI {
-		c.Stages = inferapi.ParseTGITimes(res.Header, c.Stages)
+		c.Stages = inferapi.ParseTGITimes(res.Header.Get, c.Stages)
 	}
 	if cl.respCap != nil {
 		cl.respHdr = decodeHeaders(res.Header)
