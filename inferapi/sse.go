@@ -3,6 +3,7 @@ package inferapi
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/inferwatch/inferwatch/record"
@@ -283,4 +284,84 @@ func (w *jsonWalk) serverTimes(t *ServerLLMTimes) error {
 		}
 		return w.skipFrom(tok)
 	})
+}
+
+// IsEventStream says a Content-Type is a server-sent event stream's.
+func IsEventStream(contentType string) bool {
+	media, _, _ := strings.Cut(contentType, ";")
+	return strings.EqualFold(strings.TrimSpace(media), "text/event-stream")
+}
+
+// EventTimer times an OpenAI-compatible event stream as it passes, for every
+// front that sees one (the proxy, ext_proc, the HTTP middleware): the events
+// each chunk completes are classified when the chunk arrives from the
+// upstream (the event-stream scanner and a small JSON walk per event, no
+// copy of the stream), and their times at the client are taken once the
+// front has handed the chunk on. The stream itself is never held.
+type EventTimer struct {
+	scan   SSEScanner
+	llm    record.LLM
+	usage  bool           // some event carried usage
+	server ServerLLMTimes // the last per-request metrics the server sent
+
+	pending int           // content events read and not yet handed on
+	lastOut time.Duration // when the previous content event reached the client
+}
+
+// Read classifies the events the chunk completes; at is its arrival.
+func (t *EventTimer) Read(p []byte, at time.Duration) {
+	t.scan.Feed(p, func(data []byte, cut bool) {
+		ev, err := ParseOpenAIEvent(data)
+		if err != nil && !cut {
+			return // not a chunk we know; it still went through
+		}
+		if ev.Content || (cut && err != nil) {
+			// A cut event is an oversized output chunk.
+			t.pending++
+			if t.llm.FirstTokenUpstream == 0 {
+				t.llm.FirstTokenUpstream = at
+			}
+		}
+		if ev.HasUsage {
+			t.usage = true
+			t.llm.PromptTokens, t.llm.OutputTokens = ev.PromptTokens, ev.OutputTokens
+		}
+		if ev.FinishReason != "" {
+			t.llm.FinishReason = ev.FinishReason
+		}
+		if ev.Server != (ServerLLMTimes{}) {
+			t.server = ev.Server
+		}
+	})
+}
+
+// Written takes the client-side time of the content events read since the
+// last call: all reached the client together, at out.
+func (t *EventTimer) Written(out time.Duration) {
+	for range t.pending {
+		if t.llm.ContentEvents == 0 {
+			t.llm.FirstToken = out
+		} else {
+			t.llm.Gaps.Add(out - t.lastOut)
+		}
+		t.llm.ContentEvents++
+		t.lastOut = out
+	}
+	if t.pending > 0 {
+		t.llm.LastToken = out
+	}
+	t.pending = 0
+}
+
+// Finish puts the timing into the record; disconnected says the client went
+// away before the stream ended.
+func (t *EventTimer) Finish(c *record.Call, disconnected bool) {
+	l := t.llm
+	l.Streamed = true
+	l.Disconnected = disconnected
+	if !t.usage {
+		l.OutputTokens, l.TokensEstimated = l.ContentEvents, true
+	}
+	c.LLM = &l
+	c.Stages = t.server.Stages(c.Stages, StageSourceVLLM)
 }

@@ -151,3 +151,46 @@ func TestWholeAnswerTiming(t *testing.T) {
 		t.Errorf("stages %+v, want %+v", c.Stages, want)
 	}
 }
+
+func TestIsEventStream(t *testing.T) {
+	for ct, want := range map[string]bool{
+		"text/event-stream":                 true,
+		"text/event-stream; charset=utf-8":  true,
+		" Text/Event-Stream ;charset=utf-8": true,
+		"text/event-streams":                false,
+		"application/json":                  false,
+		"":                                  false,
+	} {
+		if got := IsEventStream(ct); got != want {
+			t.Errorf("IsEventStream(%q) = %v, want %v", ct, got, want)
+		}
+	}
+}
+
+// TestEventTimerPendingEvents: content events read in several chunks before
+// the front hands them on all take that moment as their time at the client
+// (a handler that writes events and flushes once); upstream times are each
+// chunk's arrival.
+func TestEventTimerPendingEvents(t *testing.T) {
+	ev := func(s string) []byte { return []byte(`data: {"choices":[{"index":0,"delta":{"content":"` + s + `"}}]}` + "\n\n") }
+	var tm EventTimer
+	tm.Read([]byte(`data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`+"\n\n"), 1*time.Millisecond)
+	tm.Written(2 * time.Millisecond) // a role-only chunk: no output event
+	tm.Read(ev("a"), 10*time.Millisecond)
+	tm.Read(ev("b"), 11*time.Millisecond)
+	tm.Written(12 * time.Millisecond)
+	tm.Read(ev("c"), 20*time.Millisecond)
+	tm.Written(25 * time.Millisecond)
+	tm.Read([]byte(`data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}`+"\n\ndata: [DONE]\n\n"), 26*time.Millisecond)
+	tm.Written(27 * time.Millisecond)
+	var c record.Call
+	tm.Finish(&c, false)
+	l := c.LLM
+	if l == nil || !l.Streamed || l.ContentEvents != 3 || l.FirstTokenUpstream != 10*time.Millisecond || l.FirstToken != 12*time.Millisecond ||
+		l.LastToken != 25*time.Millisecond || l.OutputTokens != 3 || l.PromptTokens != 5 || l.TokensEstimated || l.FinishReason != "stop" {
+		t.Fatalf("LLM %+v", l)
+	}
+	if g := l.Gaps.Kept; len(g) != 2 || g[0] != 0 || g[1] != 13*time.Millisecond {
+		t.Fatalf("gaps %v, want [0 13ms]", g)
+	}
+}

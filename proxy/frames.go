@@ -39,8 +39,8 @@ type frameCall struct {
 	timeout    time.Duration // grpc-timeout as sent
 	grpcStatus string
 	respErr    error
-	stream     *streamTrack // ModelStreamInfer only
-	sse        *sseTrack    // an OpenAI-compatible event stream over HTTP/2
+	stream     *streamTrack         // ModelStreamInfer only
+	sse        *inferapi.EventTimer // an OpenAI-compatible event stream over HTTP/2
 }
 
 // Open starts measuring a stream the frame plane forwards.
@@ -147,8 +147,8 @@ func (fc *frameCall) ResponseHeaders(fields []hpack.HeaderField, trailers bool) 
 		case "server-timing":
 			fc.rec.Stages = inferapi.ParseServerTiming([]string{f.Value}, fc.rec.Stages)
 		case "content-type":
-			if !trailers && fc.route.API == record.APIOpenAI && strings.HasPrefix(f.Value, "text/event-stream") {
-				fc.sse = new(sseTrack)
+			if !trailers && fc.route.API == record.APIOpenAI && inferapi.IsEventStream(f.Value) {
+				fc.sse = new(inferapi.EventTimer)
 			}
 		}
 	}
@@ -166,8 +166,8 @@ func (fc *frameCall) ResponseData(p []byte) {
 		// pending: on this plane an event's arrival stands for its time at
 		// the client too.
 		at := time.Since(fc.rec.Start)
-		fc.sse.read(p, at)
-		fc.sse.written(at)
+		fc.sse.Read(p, at)
+		fc.sse.Written(at)
 	}
 }
 
@@ -209,7 +209,7 @@ func (fc *frameCall) Done(e *h2.Events) {
 	}
 	fillGRPC(c, fc.reqScan, fc.respScan, fc.res)
 	if fc.sse != nil {
-		fc.sse.finish(c, e.Reset == h2.ResetByClient)
+		fc.sse.Finish(c, e.Reset == h2.ResetByClient)
 	}
 	if fc.stream != nil {
 		fc.stream.fill(c)

@@ -233,11 +233,11 @@ func (h *Handler) relay(w http.ResponseWriter, cl *call, res *http.Response) (ab
 	if stream {
 		tw.Flush() // a streaming client may wait for headers before anything else
 	}
-	var sse *sseTrack
-	if cl.route.API == record.APIOpenAI && eventStream(res.Header) {
-		sse = new(sseTrack)
+	var sse *inferapi.EventTimer
+	if cl.route.API == record.APIOpenAI && inferapi.IsEventStream(res.Header.Get("Content-Type")) {
+		sse = new(inferapi.EventTimer)
 		// After the error kind is settled, whichever way relay returns.
-		defer func() { sse.finish(c, c.ErrorKind == record.ErrClientCancel) }()
+		defer func() { sse.Finish(c, c.ErrorKind == record.ErrClientCancel) }()
 	}
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
@@ -255,7 +255,7 @@ func (h *Handler) relay(w http.ResponseWriter, cl *call, res *http.Response) (ab
 				cl.respCap.write(buf[:n])
 			}
 			if sse != nil {
-				sse.read(buf[:n], time.Since(c.Start))
+				sse.Read(buf[:n], time.Since(c.Start))
 			}
 			if _, werr := tw.Write(buf[:n]); werr != nil {
 				c.ErrorKind = record.ErrClientCancel
@@ -265,7 +265,7 @@ func (h *Handler) relay(w http.ResponseWriter, cl *call, res *http.Response) (ab
 				tw.Flush()
 			}
 			if sse != nil {
-				sse.written(time.Since(c.Start))
+				sse.Written(time.Since(c.Start))
 			}
 		}
 		if rerr == io.EOF {
@@ -330,13 +330,7 @@ func (h *Handler) streaming(cl *call, res *http.Response) bool {
 	if res.ContentLength == -1 {
 		return true
 	}
-	return eventStream(res.Header)
-}
-
-// eventStream says the response is a server-sent event stream.
-func eventStream(h http.Header) bool {
-	ct := h.Get("Content-Type")
-	return len(ct) >= 17 && ct[:17] == "text/event-stream"
+	return inferapi.IsEventStream(res.Header.Get("Content-Type"))
 }
 
 // deadlineSlack absorbs the time between the client computing grpc-timeout
