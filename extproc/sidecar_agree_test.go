@@ -159,6 +159,67 @@ func TestSameRecordAsSidecar(t *testing.T) {
 			t.Fatalf("stages %+v, want validation, queue (7ms), inference", ep.Stages)
 		}
 	})
+	// A streamed chat completion: both fronts time its events as they pass
+	// and read the same generation from them.
+	t.Run("openai stream", func(t *testing.T) {
+		const chatReq = `{"model":"llm","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+		events := []string{
+			`data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}` + "\n\n",
+			`data: {"choices":[{"index":0,"delta":{"content":"a"}}]}` + "\n\n",
+			`data: {"choices":[{"index":0,"delta":{"content":"b"}}]}` + "\n\n",
+			`data: {"choices":[{"index":0,"delta":{"content":"c"}}]}` + "\n\n",
+			`data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":4,"completion_tokens":3,"total_tokens":7}}` + "\n\ndata: [DONE]\n\n",
+		}
+		up := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "text/event-stream")
+			for _, e := range events {
+				io.WriteString(w, e)
+				w.(http.Flusher).Flush()
+				time.Sleep(5 * time.Millisecond)
+			}
+		})}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go up.Serve(l)
+		defer up.Close()
+		addr, scCol := runSidecar(t, "http", l.Addr().String())
+		res, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(chatReq))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		side := scCol.wait(t, 1)
+
+		h := newHarness(t, Options{CaptureBytes: 1 << 20}, nil)
+		msgs := []*extprocv3.ProcessingRequest{
+			reqHeaders(headers(false, ":method", "POST", ":path", "/v1/chat/completions", "content-type", "application/json")),
+			reqBody([]byte(chatReq), true),
+			respHeaders(headers(false, ":status", "200", "content-type", "text/event-stream")),
+		}
+		for i, e := range events {
+			msgs = append(msgs, respBody([]byte(e), i == len(events)-1))
+		}
+		exchange(t, h, msgs)
+		ep := h.col.wait(t, 1)
+		if a, b := callView(ep), callView(side); a != b {
+			t.Fatalf("records differ:\n ext_proc %s\n sidecar  %s", a, b)
+		}
+		llmView := func(l *record.LLM) string {
+			if l == nil {
+				return "no LLM record"
+			}
+			return fmt.Sprintf("streamed=%v events=%d gaps=%d tokens=%d/%d estimated=%v finish=%q first>0=%v last>=first=%v upstream>0=%v",
+				l.Streamed, l.ContentEvents, l.Gaps.Count, l.PromptTokens, l.OutputTokens, l.TokensEstimated, l.FinishReason,
+				l.FirstToken > 0, l.LastToken >= l.FirstToken, l.FirstTokenUpstream > 0)
+		}
+		if a, b := llmView(ep.LLM), llmView(side.LLM); a != b || side.LLM.ContentEvents != 3 {
+			t.Fatalf("LLM records differ:\n ext_proc %s\n sidecar  %s", a, b)
+		}
+	})
 	// Plain JSON, then the same compressed both ways: a gzip body is not
 	// read (and not a decode failure) by either front.
 	for _, enc := range []string{"", "gzip"} {

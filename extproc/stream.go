@@ -63,7 +63,8 @@ type stream struct {
 	reqStop, respStop bool // the scanner refused a message: no more feeding
 	grpcRes           *callcap.Reservation
 	reqCap, respCap   *callcap.Prefix
-	reqHdr, respHdr   http.Header // what the deferred HTTP decode reads
+	reqHdr, respHdr   http.Header          // what the deferred HTTP decode reads
+	sse               *inferapi.EventTimer // an OpenAI-compatible event stream
 
 	grpcStatus, httpStatus string
 	attrGRPC, attrHTTP     string
@@ -114,6 +115,12 @@ func (st *stream) observe(req *extprocv3.ProcessingRequest, now, sent time.Time)
 		b := r.ResponseBody
 		st.respBody = true
 		st.rec.ResponseBytes += st.feed(false, b.GetBody())
+		if st.sse != nil {
+			// The chunk reaches the client once answered (ordinary mode),
+			// or as it reaches us (observability mode: sent is now).
+			st.sse.Read(b.GetBody(), st.at(now))
+			st.sse.Written(st.at(sent))
+		}
 		if b.GetEndOfStream() {
 			st.responseDone(now, sent)
 		}
@@ -262,6 +269,10 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders, attrs map[string]*st
 			st.respLen, _ = strconv.ParseInt(headerValue(hv), 10, 64)
 		case "server-timing":
 			timing = append(timing, headerValue(hv))
+		case "content-type":
+			if st.route.API == record.APIOpenAI && inferapi.IsEventStream(headerValue(hv)) {
+				st.sse = new(inferapi.EventTimer)
+			}
 		}
 	}
 	c.Stages = inferapi.ParseServerTiming(timing, c.Stages)
@@ -417,6 +428,9 @@ func (st *stream) finish(now time.Time, clean bool) {
 	} else {
 		c.RequestMessages, c.ResponseMessages = 1, 1
 		c.Code = st.httpCode()
+		if st.sse != nil && st.respBody {
+			st.sse.Finish(c, c.ErrorKind == record.ErrClientCancel)
+		}
 		if st.reqCap != nil {
 			c.Deferred = callcap.HTTPDecode(st.route, st.reqHdr, st.reqCap, st.respHdr, st.respCap, st.s.sampler.Sample())
 		}
