@@ -56,8 +56,13 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		c.RequestEnd = 1
 	}
-	rw := &recordingWriter{ResponseWriter: w, c: c, capture: respCap}
+	rw := &recordingWriter{ResponseWriter: w, c: c, capture: respCap, llm: rt.API == record.APIOpenAI}
 	m.next.ServeHTTP(rw, r)
+	if rw.sse != nil {
+		// What was written since the last flush goes out as the handler returns.
+		rw.sse.Written(since(c))
+		rw.sse.Finish(c, r.Context().Err() != nil)
+	}
 	if c.RequestEnd == 0 {
 		c.RequestEnd = since(c) // the handler did not read to the end
 	}
@@ -118,12 +123,17 @@ type recordingWriter struct {
 	c       *record.Call
 	status  int
 	capture *callcap.Prefix
+	llm     bool                 // an OpenAI-compatible route
+	sse     *inferapi.EventTimer // its answer is an event stream
 }
 
 func (w *recordingWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
 		w.c.FirstByte = since(w.c)
+		if w.llm && inferapi.IsEventStream(w.Header().Get("Content-Type")) {
+			w.sse = new(inferapi.EventTimer)
+		}
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -135,7 +145,23 @@ func (w *recordingWriter) Write(p []byte) (int, error) {
 	n, err := w.ResponseWriter.Write(p)
 	w.c.ResponseBytes += int64(n)
 	w.capture.Write(p[:n])
+	if w.sse != nil {
+		w.sse.Read(p[:n], since(w.c))
+	}
 	return n, err
+}
+
+// Flush keeps http.Flusher visible to the handler, as streaming handlers
+// (server-sent events) assert it; a flush is when written events reach the
+// client.
+func (w *recordingWriter) Flush() {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	http.NewResponseController(w.ResponseWriter).Flush()
+	if w.sse != nil {
+		w.sse.Written(since(w.c))
+	}
 }
 
 // Unwrap lets http.ResponseController reach Flush and deadlines.

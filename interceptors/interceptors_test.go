@@ -185,6 +185,56 @@ func TestHTTPMiddlewareTGIStages(t *testing.T) {
 	}
 }
 
+// TestHTTPMiddlewareStreams: a handler that streams server-sent events
+// through the middleware still finds http.Flusher (as most SSE handlers
+// assert it) and its events reach the client as flushed; an
+// OpenAI-compatible stream gets the LLM record the sidecar would make.
+func TestHTTPMiddlewareStreams(t *testing.T) {
+	col := &collector{}
+	p := record.NewPipeline(16, col, nil)
+	next := make(chan struct{})
+	h := HTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		f, ok := w.(http.Flusher)
+		if !ok {
+			http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"a"}}]}`+"\n\n")
+		f.Flush()
+		<-next // the client has the first event before the handler goes on
+		io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"b"}}]}`+"\n\n")
+		io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"c"}}]}`+"\n\n")
+		f.Flush()
+		io.WriteString(w, `data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":2,"completion_tokens":3,"total_tokens":5}}`+"\n\ndata: [DONE]\n\n")
+	}), p, "")
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	res, err := http.Post(srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"llm","stream":true,"messages":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(res.Body)
+		t.Fatalf("status %d: %s", res.StatusCode, b)
+	}
+	first := make([]byte, 64)
+	if _, err := io.ReadAtLeast(res.Body, first, 20); err != nil {
+		t.Fatalf("first event: %v", err)
+	}
+	close(next)
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	srv.Close()
+	p.Close()
+	l := col.recs[0].LLM
+	if l == nil || !l.Streamed || l.ContentEvents != 3 || l.Gaps.Count != 2 || l.OutputTokens != 3 || l.TokensEstimated || l.FinishReason != "stop" ||
+		l.FirstToken <= 0 || l.LastToken < l.FirstToken {
+		t.Fatalf("LLM record %+v", l)
+	}
+}
+
 func (c *collector) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
