@@ -92,3 +92,44 @@ func TestUnaryInterceptorCodes(t *testing.T) {
 		}
 	}
 }
+
+// panicStream is the least of a grpc.ServerStream a handler that panics at
+// once needs.
+type panicStream struct{ grpc.ServerStream }
+
+func (panicStream) Context() context.Context { return context.Background() }
+
+// TestServerInterceptorsHandlerPanics: a handler that panics still leaves
+// its record (INTERNAL, as recovery interceptors answer it), and the panic
+// goes on unchanged to whatever recovers it.
+func TestServerInterceptorsHandlerPanics(t *testing.T) {
+	rec, col := newRecorder(t)
+	catch := func(f func()) (p any) {
+		defer func() { p = recover() }()
+		f()
+		return nil
+	}
+	p := catch(func() {
+		rec.UnaryServerInterceptor()(context.Background(), &inference.ModelInferRequest{ModelName: "m"},
+			&grpc.UnaryServerInfo{FullMethod: "/inference.GRPCInferenceService/ModelInfer"},
+			func(context.Context, any) (any, error) { panic("unary crashed") })
+	})
+	q := catch(func() {
+		rec.StreamServerInterceptor()(nil, panicStream{},
+			&grpc.StreamServerInfo{FullMethod: "/inference.GRPCInferenceService/ModelStreamInfer"},
+			func(any, grpc.ServerStream) error { panic("stream crashed") })
+	})
+	if p != "unary crashed" || q != "stream crashed" {
+		t.Fatalf("panics reached the caller as %v and %v", p, q)
+	}
+	rec.Close(context.Background())
+	recs := col.all()
+	if len(recs) != 2 {
+		t.Fatalf("%d records, want 2", len(recs))
+	}
+	for i, want := range []string{"m", ""} {
+		if c := recs[i]; c.Code != "INTERNAL" || c.Model != want || c.End <= 0 {
+			t.Errorf("record %d: code %q model %q end %v; want INTERNAL, %q", i, c.Code, c.Model, c.End, want)
+		}
+	}
+}

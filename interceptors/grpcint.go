@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/inferwatch/inferwatch/inferapi"
@@ -119,6 +121,7 @@ func (r *Recorder) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 		request(c, req)
 		c.RequestEnd, c.UpstreamStart, c.UpstreamSent = 1, 1, 1
 		r.serverTrace(ctx, c)
+		defer r.endOnPanic(ctx, c)
 		resp, err := handler(ctx, req)
 		c.FirstByte = since(c)
 		c.ResponseEnd, c.End = c.FirstByte, c.FirstByte
@@ -127,6 +130,19 @@ func (r *Recorder) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 		}
 		r.end(ctx, c, err, false)
 		return resp, err
+	}
+}
+
+// errPanicked is how a call whose handler panicked is recorded: INTERNAL, as
+// recovery interceptors answer it.
+var errPanicked = status.Error(codes.Internal, "handler panicked")
+
+// endOnPanic, deferred before a handler runs, records a call whose handler
+// panicked (end never ran). The panic goes on untouched, its stack with it,
+// to whatever recovers it, so it is not recovered here.
+func (r *Recorder) endOnPanic(ctx context.Context, c *record.Call) {
+	if c.Code == "" {
+		r.end(ctx, c, errPanicked, false)
 	}
 }
 
@@ -148,6 +164,7 @@ func (r *Recorder) StreamServerInterceptor() grpc.StreamServerInterceptor {
 		c.UpstreamStart = 1
 		r.serverTrace(ss.Context(), c)
 		w := &serverStream{ServerStream: ss, c: c}
+		defer r.endOnPanic(ss.Context(), c)
 		err := handler(srv, w)
 		if c.RequestEnd == 0 {
 			c.RequestEnd = since(c) // the handler returned before reading to the end

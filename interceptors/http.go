@@ -57,11 +57,24 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.RequestEnd = 1
 	}
 	rw := &recordingWriter{ResponseWriter: w, c: c, capture: respCap, llm: rt.API == record.APIOpenAI}
+	// A handler that panics (httputil.ReverseProxy does, with
+	// http.ErrAbortHandler, when a copy breaks) still gets its record and
+	// hands its captures back; the panic goes on to net/http untouched, its
+	// stack with it, so it is not recovered here.
+	panicked := true
+	defer func() { m.finish(c, rt, rw, r, reqCap, respCap, panicked) }()
 	m.next.ServeHTTP(rw, r)
+	panicked = false
+}
+
+// finish completes the record once the handler has returned or panicked,
+// and submits it.
+func (m *middleware) finish(c *record.Call, rt inferapi.Route, rw *recordingWriter, r *http.Request, reqCap, respCap *callcap.Prefix, panicked bool) {
+	gone := r.Context().Err() != nil
 	if rw.sse != nil {
 		// What was written since the last flush goes out as the handler returns.
 		rw.sse.Written(since(c))
-		rw.sse.Finish(c, r.Context().Err() != nil)
+		rw.sse.Finish(c, gone)
 	}
 	if c.RequestEnd == 0 {
 		c.RequestEnd = since(c) // the handler did not read to the end
@@ -73,14 +86,23 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.FirstByte = c.End
 	}
 	c.Code = strconv.Itoa(rw.status)
+	if panicked {
+		// net/http ends the response unfinished: a broken upstream, as the
+		// sidecar would count a server that failed mid-answer, unless the
+		// client had gone already.
+		c.Code, c.ErrorKind = "500", record.ErrUpstreamUnavailable
+		if gone {
+			c.Code, c.ErrorKind = "499", record.ErrClientCancel
+		}
+	}
 	c.UpstreamStart, c.UpstreamSent = c.RequestEnd, c.RequestEnd
-	c.Stages = inferapi.ParseServerTiming(w.Header()["Server-Timing"], c.Stages)
+	c.Stages = inferapi.ParseServerTiming(rw.Header()["Server-Timing"], c.Stages)
 	if rt.API == record.APIOpenAI {
-		c.Stages = inferapi.ParseTGITimes(w.Header().Get, c.Stages)
+		c.Stages = inferapi.ParseTGITimes(rw.Header().Get, c.Stages)
 	}
 	if reqCap != nil {
 		reqHdr := callcap.DecodeHeaders(func(k string) string { return r.Header.Get(k) })
-		respHdr := callcap.DecodeHeaders(func(k string) string { return w.Header().Get(k) })
+		respHdr := callcap.DecodeHeaders(func(k string) string { return rw.Header().Get(k) })
 		c.Deferred = callcap.HTTPDecode(rt, reqHdr, reqCap, respHdr, respCap, m.rec.decode.Sample())
 	}
 	if !m.pipeline.Submit(c) {

@@ -235,6 +235,57 @@ func TestHTTPMiddlewareStreams(t *testing.T) {
 	}
 }
 
+// TestHTTPMiddlewareHandlerPanics: a handler that panics (as
+// httputil.ReverseProxy does with http.ErrAbortHandler when a copy breaks)
+// still leaves a record, hands its captures' budget back, and the panic
+// reaches net/http unchanged, which ends the response.
+func TestHTTPMiddlewareHandlerPanics(t *testing.T) {
+	col := &collector{}
+	rec, err := New(Options{NoTracing: true, Sinks: []record.Sink{col}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := rec.budget.Left()
+	var recovered any
+	h := rec.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"model_name":"mlp","outputs":[`)
+		panic(http.ErrAbortHandler)
+	}))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			recovered = recover()
+			panic(recovered) // on to net/http, as without this wrapper
+		}()
+		h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	res, err := http.Post(srv.URL+"/v2/models/mlp/infer", "application/json", strings.NewReader(`{"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]}`))
+	if err == nil {
+		_, err = io.ReadAll(res.Body)
+		res.Body.Close()
+	}
+	if err == nil {
+		t.Errorf("the client got a whole answer from a handler that panicked")
+	}
+	srv.Close()
+	rec.Close(context.Background())
+	if recovered != http.ErrAbortHandler {
+		t.Errorf("the panic reached the server as %v, want http.ErrAbortHandler", recovered)
+	}
+	recs := col.all()
+	if len(recs) != 1 {
+		t.Fatalf("%d records, want 1", len(recs))
+	}
+	if c := recs[0]; c.Code != "500" || c.ErrorKind != record.ErrUpstreamUnavailable || c.InputCount != 1 {
+		t.Errorf("record: code %q, error %q, inputs %d; want 500, %s, 1", c.Code, c.ErrorKind, c.InputCount, record.ErrUpstreamUnavailable)
+	}
+	if left := rec.budget.Left(); left != full {
+		t.Errorf("capture budget %d after the call, want all %d back", left, full)
+	}
+}
+
 func (c *collector) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
