@@ -24,6 +24,7 @@ const (
 	MethodCompletions     = "completions"
 	MethodChatCompletions = "chat_completions"
 	MethodEmbeddings      = "embeddings"
+	MethodResponses       = "responses" // OpenAI's Responses API (/v1/responses)
 	MethodHealth          = "health"
 	// Triton's model repository extension (record.Call.Control).
 	MethodRepositoryIndex  = record.MethodRepositoryIndex
@@ -263,6 +264,8 @@ func openAIRoute(segs []string) Route {
 		r.Method = MethodChatCompletions
 	case "embeddings":
 		r.Method = MethodEmbeddings
+	case "responses":
+		r.Method = MethodResponses
 	default:
 		return unknownRoute
 	}

@@ -117,6 +117,8 @@ func TestHTTPRoute(t *testing.T) {
 		{"POST", "/v1/completions", "", Route{API: record.APIOpenAI, Method: MethodCompletions, Infer: true}},
 		{"POST", "/v1/chat/completions", "", Route{API: record.APIOpenAI, Method: MethodChatCompletions, Infer: true}},
 		{"POST", "/v1/embeddings", "", Route{API: record.APIOpenAI, Method: MethodEmbeddings, Infer: true}},
+		{"POST", "/v1/responses", "", Route{API: record.APIOpenAI, Method: MethodResponses, Infer: true}},
+		{"GET", "/v1/responses/resp_123", "", unknownRoute}, // a stored response read back, not a generation
 		{"POST", "/v1/chat/completions/", "", Route{API: record.APIOpenAI, Method: MethodChatCompletions, Infer: true}},
 		{"POST", "/v1/audio/speech", "", unknownRoute},
 

@@ -417,3 +417,58 @@ func TestSSEOverHTTP2(t *testing.T) {
 	}
 	checkTokenTimes(t, c, srv.flushed[1:1+len(gaps)], read[1:1+len(gaps)])
 }
+
+// TestResponsesAPI: OpenAI's Responses API (/v1/responses, vLLM serves it)
+// is an LLM route like chat completions: its typed events are timed as they
+// pass, and a whole answer's usage (input_tokens, output_tokens) is read.
+func TestResponsesAPI(t *testing.T) {
+	events := []string{
+		"event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"status\":\"in_progress\"}}\n\n",
+		"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"He\"}\n\n",
+		"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"llo\"}\n\n",
+		"event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\",\"usage\":{\"input_tokens\":6,\"output_tokens\":2,\"total_tokens\":8}}}\n\n",
+	}
+	const whole = `{"id":"resp_1","object":"response","status":"completed","model":"llm","output":[{"type":"message","content":[{"type":"output_text","text":"Hello"}]}],"usage":{"input_tokens":6,"output_tokens":2,"total_tokens":8}}`
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/responses", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if !bytes.Contains(body, []byte(`"stream":true`)) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, whole)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, e := range events {
+			io.WriteString(w, e)
+			w.(http.Flusher).Flush()
+			time.Sleep(2 * time.Millisecond)
+		}
+	})
+	l := listen(t)
+	hs := &http.Server{Handler: mux}
+	go hs.Serve(l)
+	t.Cleanup(func() { hs.Close() })
+	h := newHarness(t, l.Addr().String(), false)
+	for _, req := range []string{`{"model":"llm","stream":true,"input":"hi"}`, `{"model":"llm","input":"hi"}`} {
+		res, err := http.Post("http://"+h.addr+"/v1/responses", "application/json", strings.NewReader(req))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+	}
+	recs := h.waitRecords(2)
+	for i, c := range recs {
+		streamed := i == 0
+		if c.API != record.APIOpenAI || c.Method != "responses" || c.Model != "llm" || c.Stream != streamed {
+			t.Errorf("call %d: api %q method %q model %q stream %v", i, c.API, c.Method, c.Model, c.Stream)
+		}
+		l := c.LLM
+		if l == nil || l.Streamed != streamed || l.PromptTokens != 6 || l.OutputTokens != 2 || l.TokensEstimated {
+			t.Fatalf("call %d: LLM record %+v", i, l)
+		}
+		if streamed && (l.ContentEvents != 2 || l.Gaps.Count != 1 || l.FirstToken <= 0) {
+			t.Errorf("streamed: %d output events, %d gaps, first token %v; want 2, 1, > 0", l.ContentEvents, l.Gaps.Count, l.FirstToken)
+		}
+	}
+}

@@ -147,6 +147,8 @@ func httpRoute(c *record.Call) (method, route string, ok bool) {
 			return "POST", "/v1/chat/completions", true
 		case "embeddings":
 			return "POST", "/v1/embeddings", true
+		case "responses":
+			return "POST", "/v1/responses", true
 		}
 	}
 	return "", "", false
