@@ -270,8 +270,8 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders, attrs map[string]*st
 		case "server-timing":
 			timing = append(timing, headerValue(hv))
 		case "content-type":
-			if st.route.API == record.APIOpenAI && inferapi.IsEventStream(headerValue(hv)) {
-				st.sse = new(inferapi.EventTimer)
+			if st.route.Generative() && inferapi.IsEventStream(headerValue(hv)) {
+				st.sse = inferapi.NewEventTimer(st.route)
 			}
 		}
 	}

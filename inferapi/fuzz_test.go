@@ -292,13 +292,42 @@ func FuzzHTTPDecode(f *testing.F) {
 	})
 }
 
+// FuzzGenerateDecode: Triton generate extension bodies, request and
+// response, JSON or a stream: no panic, an error exactly when DecodeFail,
+// and a body that decodes whole decodes cut anywhere when the cut is said.
+func FuzzGenerateDecode(f *testing.F) {
+	f.Add([]byte(`{"text_input":"hi","parameters":{"stream":true,"max_tokens":8},"extra":[1,{"a":null}]}`), uint16(12), false)
+	f.Add([]byte("data: {\"text_output\":\"he\"}\n\n"), uint16(3), true)
+	routes := []Route{HTTPRoute("POST", "/v2/models/m/generate", ""), HTTPRoute("POST", "/v2/models/m/versions/2/generate_stream", "")}
+	f.Fuzz(func(t *testing.T, body []byte, cut uint16, stream bool) {
+		h := jsonType
+		if stream {
+			h = sseType
+		}
+		prefix := body[:int(cut)%(len(body)+1)]
+		for _, r := range routes {
+			for _, decode := range []func(Route, http.Header, []byte, bool, *record.Call) error{DecodeHTTPRequest, DecodeHTTPResponse, ScanHTTPRequest, ScanHTTPResponse} {
+				var whole, part record.Call
+				err := decode(r, h, body, false, &whole)
+				if (err != nil) != whole.DecodeFail || whole.InputCount != 0 || whole.OutputCount != 0 {
+					t.Fatalf("err %v, DecodeFail %v, tensors %d/%d", err, whole.DecodeFail, whole.InputCount, whole.OutputCount)
+				}
+				if perr := decode(r, h, prefix, true, &part); err == nil && perr != nil {
+					t.Fatalf("whole body decodes, its %d-byte prefix fails: %v", len(prefix), perr)
+				}
+			}
+		}
+	})
+}
+
 // FuzzSSE: any bytes, in any split, through the event-stream scanner and
-// the OpenAI event reader: no panic, events bounded, and the split does not
+// the OpenAI and Triton generate event readers: no panic, events bounded, and the split does not
 // change what is found.
 func FuzzSSE(f *testing.F) {
 	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: [DONE]\n\n"), 7)
 	f.Add([]byte("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}\r\n\r\n"), 3)
 	f.Add([]byte(": c\revent: x\rdata: {\"type\":\"response.output_text.delta\"}\r\r"), 1)
+	f.Add([]byte("data: {\"model_name\":\"m\",\"text_output\":\"a\"}\n\ndata: {\"error\":\"x\"}\n\n"), 5)
 	f.Fuzz(func(t *testing.T, stream []byte, split int) {
 		collect := func(pieces ...[]byte) []string {
 			var s SSEScanner
@@ -309,7 +338,8 @@ func FuzzSSE(f *testing.F) {
 						t.Fatalf("event of %d bytes past the bound", len(data))
 					}
 					ev, err := ParseOpenAIEvent(data)
-					out = append(out, fmt.Sprintf("%q %v %+v %v", data, cut, ev, err != nil))
+					gen, gerr := ParseGenerateEvent(data)
+					out = append(out, fmt.Sprintf("%q %v %+v %v %+v %v", data, cut, ev, err != nil, gen, gerr != nil))
 				})
 			}
 			return out

@@ -66,7 +66,11 @@ func decodeHTTP(r Route, h http.Header, body []byte, truncated bool, c *record.C
 	var err error
 	switch r.API {
 	case record.APIKServeV2:
-		err = decodeV2(h, body, truncated, c, response, scan)
+		if r.Method == MethodGenerate || r.Method == MethodGenerateStream {
+			err = decodeGenerate(h, body, truncated, c, response, scan)
+		} else {
+			err = decodeV2(h, body, truncated, c, response, scan)
+		}
 	case record.APIKServeV1, record.APITFServing:
 		err = decodeV1(h, body, truncated, c, response, scan)
 	case record.APIOpenAI:
@@ -372,4 +376,25 @@ func (w *jsonWalk) columns(add func(name string, dims []int64, done bool)) error
 		add(clipField(name), dims, done)
 		return err
 	})
+}
+
+// decodeGenerate reads a body of Triton's generate extension: a JSON object
+// (text_input or text_output and parameters; no tensors to count), checked
+// for well-formedness, or a stream of them, which makes the call a stream.
+func decodeGenerate(h http.Header, body []byte, truncated bool, c *record.Call, response, scan bool) error {
+	switch kindOf(h, body) {
+	case bodyJSON:
+	case bodyEventStream:
+		if response {
+			c.Stream = true
+		}
+		return nil
+	default:
+		return nil
+	}
+	if len(body) == 0 {
+		return nil
+	}
+	w := newJSONWalk(body).scanning(scan)
+	return finish(w.object("body", func(string) error { return w.skip() }), truncated)
 }

@@ -331,3 +331,36 @@ func TestDecodeV2Allocs(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodeGenerate: a generate extension body is checked for being JSON
+// and read for nothing else (it carries no tensors); a streamed answer makes
+// the call a stream.
+func TestDecodeGenerate(t *testing.T) {
+	rt := HTTPRoute("POST", "/v2/models/llama/generate_stream", "")
+	jsonH := http.Header{"Content-Type": {"application/json"}}
+	for _, tc := range []struct {
+		name       string
+		h          http.Header
+		body       string
+		response   bool
+		wantErr    bool
+		wantStream bool
+	}{
+		{"request", jsonH, `{"text_input":"hi","parameters":{"stream":true,"max_tokens":8}}`, false, false, false},
+		{"malformed request", jsonH, `{"text_input":"hi",`, false, true, false},
+		{"whole answer", jsonH, `{"model_name":"llama","text_output":"hello"}`, true, false, false},
+		{"streamed answer", http.Header{"Content-Type": {"text/event-stream; charset=utf-8"}}, "data: {\"text_output\":\"he\"}\n\n", true, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c record.Call
+			decode := DecodeHTTPRequest
+			if tc.response {
+				decode = DecodeHTTPResponse
+			}
+			err := decode(rt, tc.h, []byte(tc.body), false, &c)
+			if (err != nil) != tc.wantErr || c.DecodeFail != tc.wantErr || c.Stream != tc.wantStream || c.InputCount != 0 {
+				t.Fatalf("err %v, decode failed %v, stream %v, inputs %d", err, c.DecodeFail, c.Stream, c.InputCount)
+			}
+		})
+	}
+}

@@ -25,7 +25,11 @@ const (
 	MethodChatCompletions = "chat_completions"
 	MethodEmbeddings      = "embeddings"
 	MethodResponses       = "responses" // OpenAI's Responses API (/v1/responses)
-	MethodHealth          = "health"
+	// Triton's generate extension: POST /v2/models/{m}[/versions/{v}]/generate
+	// answers once, /generate_stream with server-sent events.
+	MethodGenerate       = "generate"
+	MethodGenerateStream = "generate_stream"
+	MethodHealth         = "health"
 	// Triton's model repository extension (record.Call.Control).
 	MethodRepositoryIndex  = record.MethodRepositoryIndex
 	MethodRepositoryLoad   = record.MethodRepositoryLoad
@@ -47,6 +51,13 @@ type Route struct {
 }
 
 var unknownRoute = Route{API: record.APIUnknown, Method: MethodUnknown}
+
+// Generative says the route runs a text generation whose event stream is
+// timed token by token (EventTimer): an OpenAI-compatible route, or
+// Triton's generate extension.
+func (r Route) Generative() bool {
+	return r.API == record.APIOpenAI || r.Method == MethodGenerate || r.Method == MethodGenerateStream
+}
 
 // grpcService is the KServe v2 (Open Inference Protocol) gRPC service name,
 // which Triton shares.
@@ -167,6 +178,10 @@ func kserveV2Route(method string, segs []string) Route {
 		return unknownRoute
 	case segs[0] == "infer":
 		r.Method, r.Infer = MethodInfer, true
+	case segs[0] == "generate" && !isRead(method):
+		r.Method, r.Infer = MethodGenerate, true
+	case segs[0] == "generate_stream" && !isRead(method):
+		r.Method, r.Infer = MethodGenerateStream, true
 	case segs[0] == "ready":
 		r.Method = MethodModelReady
 	case segs[0] == "stats":

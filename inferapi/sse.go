@@ -299,19 +299,30 @@ func IsEventStream(contentType string) bool {
 // copy of the stream), and their times at the client are taken once the
 // front has handed the chunk on. The stream itself is never held.
 type EventTimer struct {
-	scan   SSEScanner
-	llm    record.LLM
-	usage  bool           // some event carried usage
-	server ServerLLMTimes // the last per-request metrics the server sent
+	generate bool // Triton's generate extension, else OpenAI's events
+	scan     SSEScanner
+	llm      record.LLM
+	usage    bool           // some event carried usage
+	server   ServerLLMTimes // the last per-request metrics the server sent
 
 	pending int           // content events read and not yet handed on
 	lastOut time.Duration // when the previous content event reached the client
 }
 
+// NewEventTimer times a generative route's event stream (Route.Generative)
+// with that API's event reader. The zero EventTimer reads OpenAI's events.
+func NewEventTimer(r Route) *EventTimer {
+	return &EventTimer{generate: r.API != record.APIOpenAI}
+}
+
 // Read classifies the events the chunk completes; at is its arrival.
 func (t *EventTimer) Read(p []byte, at time.Duration) {
 	t.scan.Feed(p, func(data []byte, cut bool) {
-		ev, err := ParseOpenAIEvent(data)
+		parse := ParseOpenAIEvent
+		if t.generate {
+			parse = ParseGenerateEvent
+		}
+		ev, err := parse(data)
 		if err != nil && !cut {
 			return // not a chunk we know; it still went through
 		}
@@ -364,4 +375,31 @@ func (t *EventTimer) Finish(c *record.Call, disconnected bool) {
 	}
 	c.LLM = &l
 	c.Stages = t.server.Stages(c.Stages, StageSourceVLLM)
+}
+
+// ParseGenerateEvent reads one event of a Triton generate_stream answer: a
+// response object whose outputs are named by the model. One that carries
+// text — text_output, as the TensorRT-LLM and vLLM backends name it, or
+// another non-empty string output — is an output event; "error" marks a
+// failure the 200 status could not announce. The stream says nothing of
+// tokens or finish reasons.
+func ParseGenerateEvent(data []byte) (OpenAIEvent, error) {
+	var ev OpenAIEvent
+	w := newJSONWalk(bytes.TrimSpace(data))
+	err := w.object("event", func(key string) error {
+		switch key {
+		case "id", "model_name", "model_version", "parameters":
+			return w.skip()
+		case "error":
+			if w.peek() != 'n' {
+				ev.Error = true
+			}
+			return w.skip()
+		}
+		if w.peek() == '"' {
+			return w.nonEmptyString(&ev.Content)
+		}
+		return w.skip()
+	})
+	return ev, err
 }

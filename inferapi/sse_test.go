@@ -172,7 +172,9 @@ func TestIsEventStream(t *testing.T) {
 // (a handler that writes events and flushes once); upstream times are each
 // chunk's arrival.
 func TestEventTimerPendingEvents(t *testing.T) {
-	ev := func(s string) []byte { return []byte(`data: {"choices":[{"index":0,"delta":{"content":"` + s + `"}}]}` + "\n\n") }
+	ev := func(s string) []byte {
+		return []byte(`data: {"choices":[{"index":0,"delta":{"content":"` + s + `"}}]}` + "\n\n")
+	}
 	var tm EventTimer
 	tm.Read([]byte(`data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`+"\n\n"), 1*time.Millisecond)
 	tm.Written(2 * time.Millisecond) // a role-only chunk: no output event
@@ -192,5 +194,27 @@ func TestEventTimerPendingEvents(t *testing.T) {
 	}
 	if g := l.Gaps.Kept; len(g) != 2 || g[0] != 0 || g[1] != 13*time.Millisecond {
 		t.Fatalf("gaps %v, want [0 13ms]", g)
+	}
+}
+
+func TestParseGenerateEvent(t *testing.T) {
+	for _, tc := range []struct {
+		name, data string
+		want       OpenAIEvent
+		err        bool
+	}{
+		{"text", `{"model_name":"llama","model_version":"1","text_output":"Hi"}`, OpenAIEvent{Content: true}, false},
+		{"empty text", `{"model_name":"llama","text_output":""}`, OpenAIEvent{}, false},
+		{"other string output", `{"model_name":"m","generated":"x"}`, OpenAIEvent{Content: true}, false},
+		{"numbers only", `{"model_name":"m","cum_log_probs":-1.5,"batch_index":0}`, OpenAIEvent{}, false},
+		{"error", `{"error":"out of memory"}`, OpenAIEvent{Error: true}, false},
+		{"not JSON", `tok`, OpenAIEvent{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseGenerateEvent([]byte(tc.data))
+			if (err != nil) != tc.err || got != tc.want {
+				t.Fatalf("got %+v, %v; want %+v, error %v", got, err, tc.want, tc.err)
+			}
+		})
 	}
 }

@@ -56,7 +56,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		c.RequestEnd = 1
 	}
-	rw := &recordingWriter{ResponseWriter: w, c: c, capture: respCap, llm: rt.API == record.APIOpenAI}
+	rw := &recordingWriter{ResponseWriter: w, c: c, capture: respCap, route: rt}
 	// A handler that panics (httputil.ReverseProxy does, with
 	// http.ErrAbortHandler, when a copy breaks) still gets its record and
 	// hands its captures back; the panic goes on to net/http untouched, its
@@ -145,7 +145,7 @@ type recordingWriter struct {
 	c       *record.Call
 	status  int
 	capture *callcap.Prefix
-	llm     bool                 // an OpenAI-compatible route
+	route   inferapi.Route
 	sse     *inferapi.EventTimer // its answer is an event stream
 }
 
@@ -153,8 +153,8 @@ func (w *recordingWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
 		w.c.FirstByte = since(w.c)
-		if w.llm && inferapi.IsEventStream(w.Header().Get("Content-Type")) {
-			w.sse = new(inferapi.EventTimer)
+		if w.route.Generative() && inferapi.IsEventStream(w.Header().Get("Content-Type")) {
+			w.sse = inferapi.NewEventTimer(w.route)
 		}
 	}
 	w.ResponseWriter.WriteHeader(code)

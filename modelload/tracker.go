@@ -39,7 +39,7 @@ var inferMethods = map[string]bool{
 	inferapi.MethodInfer: true, inferapi.MethodStreamInfer: true, inferapi.MethodPredict: true,
 	inferapi.MethodExplain: true, inferapi.MethodClassify: true, inferapi.MethodRegress: true,
 	inferapi.MethodCompletions: true, inferapi.MethodChatCompletions: true, inferapi.MethodEmbeddings: true,
-	inferapi.MethodResponses: true,
+	inferapi.MethodResponses: true, inferapi.MethodGenerate: true, inferapi.MethodGenerateStream: true,
 }
 
 // readiness is what the tracker last learned of a model's state.

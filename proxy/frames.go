@@ -147,8 +147,8 @@ func (fc *frameCall) ResponseHeaders(fields []hpack.HeaderField, trailers bool) 
 		case "server-timing":
 			fc.rec.Stages = inferapi.ParseServerTiming([]string{f.Value}, fc.rec.Stages)
 		case "content-type":
-			if !trailers && fc.route.API == record.APIOpenAI && inferapi.IsEventStream(f.Value) {
-				fc.sse = new(inferapi.EventTimer)
+			if !trailers && fc.route.Generative() && inferapi.IsEventStream(f.Value) {
+				fc.sse = inferapi.NewEventTimer(fc.route)
 			}
 		}
 	}

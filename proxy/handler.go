@@ -234,8 +234,8 @@ func (h *Handler) relay(w http.ResponseWriter, cl *call, res *http.Response) (ab
 		tw.Flush() // a streaming client may wait for headers before anything else
 	}
 	var sse *inferapi.EventTimer
-	if cl.route.API == record.APIOpenAI && inferapi.IsEventStream(res.Header.Get("Content-Type")) {
-		sse = new(inferapi.EventTimer)
+	if cl.route.Generative() && inferapi.IsEventStream(res.Header.Get("Content-Type")) {
+		sse = inferapi.NewEventTimer(cl.route)
 		// After the error kind is settled, whichever way relay returns.
 		defer func() { sse.Finish(c, c.ErrorKind == record.ErrClientCancel) }()
 	}

@@ -472,3 +472,61 @@ func TestResponsesAPI(t *testing.T) {
 		}
 	}
 }
+
+// TestTritonGenerate: Triton's generate extension (POST
+// /v2/models/{m}[/versions/{v}]/generate and /generate_stream, the LLM
+// endpoint of its TensorRT-LLM and vLLM backends) is an inference call of
+// the model in the path, and a generate_stream answer is timed event by
+// event: each event carrying text_output is an output event; no usage, so
+// tokens are counted from events.
+func TestTritonGenerate(t *testing.T) {
+	events := []string{
+		`data: {"model_name":"llama","model_version":"1","text_output":"He"}` + "\n\n",
+		`data: {"model_name":"llama","model_version":"1","text_output":"llo"}` + "\n\n",
+		`data: {"model_name":"llama","model_version":"1","text_output":"!"}` + "\n\n",
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v2/models/llama/versions/1/generate", func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"model_name":"llama","model_version":"1","text_output":"Hello!"}`)
+	})
+	mux.HandleFunc("POST /v2/models/llama/versions/1/generate_stream", func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+		for _, e := range events {
+			io.WriteString(w, e)
+			w.(http.Flusher).Flush()
+			time.Sleep(2 * time.Millisecond)
+		}
+	})
+	l := listen(t)
+	hs := &http.Server{Handler: mux}
+	go hs.Serve(l)
+	t.Cleanup(func() { hs.Close() })
+	h := newHarness(t, l.Addr().String(), false)
+	for _, path := range []string{"generate_stream", "generate"} {
+		res, err := http.Post("http://"+h.addr+"/v2/models/llama/versions/1/"+path, "application/json",
+			strings.NewReader(`{"text_input":"hi","parameters":{"max_tokens":3,"stream":`+strconv.FormatBool(path == "generate_stream")+`}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+	}
+	recs := h.waitRecords(2)
+	for i, c := range recs {
+		streamed := i == 0
+		want := map[bool]string{true: "generate_stream", false: "generate"}[streamed]
+		if c.API != record.APIKServeV2 || c.Method != want || c.Model != "llama" || c.Version != "1" || c.Stream != streamed || c.DecodeFail || c.Code != "200" {
+			t.Errorf("call %d: api %q method %q model %q:%q stream %v decode failed %v code %s", i, c.API, c.Method, c.Model, c.Version, c.Stream, c.DecodeFail, c.Code)
+		}
+		if !streamed {
+			continue
+		}
+		l := c.LLM
+		if l == nil || !l.Streamed || l.ContentEvents != 3 || l.Gaps.Count != 2 || l.OutputTokens != 3 || !l.TokensEstimated || l.FirstToken <= 0 {
+			t.Fatalf("generate_stream LLM record %+v", l)
+		}
+	}
+}

@@ -102,8 +102,8 @@ func httpRoute(c *record.Call) (method, route string, ok bool) {
 	switch c.API {
 	case record.APIKServeV2:
 		switch c.Method {
-		case "infer":
-			return "POST", "/v2/models/{model}" + ver("/versions/{version}") + "/infer", true
+		case "infer", "generate", "generate_stream":
+			return "POST", "/v2/models/{model}" + ver("/versions/{version}") + "/" + c.Method, true
 		case "model_metadata":
 			return "GET", "/v2/models/{model}" + ver("/versions/{version}"), true
 		case "model_ready":

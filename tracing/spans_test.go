@@ -367,3 +367,23 @@ func TestUpstreamAddrPerCall(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTPRouteTemplates: a recognised HTTP call's span is named by its
+// route template, rebuilt from API, method and whether a version was given.
+func TestHTTPRouteTemplates(t *testing.T) {
+	for _, tc := range []struct {
+		c     record.Call
+		route string
+	}{
+		{record.Call{API: record.APIKServeV2, Method: "infer", Model: "m"}, "/v2/models/{model}/infer"},
+		{record.Call{API: record.APIKServeV2, Method: "generate", Model: "m"}, "/v2/models/{model}/generate"},
+		{record.Call{API: record.APIKServeV2, Method: "generate_stream", Model: "m", Version: "1"}, "/v2/models/{model}/versions/{version}/generate_stream"},
+		{record.Call{API: record.APIOpenAI, Method: "responses"}, "/v1/responses"},
+		{record.Call{API: record.APIOpenAI, Method: "chat_completions"}, "/v1/chat/completions"},
+	} {
+		method, route, ok := httpRoute(&tc.c)
+		if !ok || method != "POST" || route != tc.route {
+			t.Errorf("%s %s: %s %s (%v), want POST %s", tc.c.API, tc.c.Method, method, route, ok, tc.route)
+		}
+	}
+}
