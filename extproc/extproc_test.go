@@ -15,7 +15,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/inferwatch/inferwatch/inferapi"
 	"github.com/inferwatch/inferwatch/metricset"
+	"github.com/inferwatch/inferwatch/proto/inference"
 	"github.com/inferwatch/inferwatch/record"
 	"github.com/inferwatch/inferwatch/tracing"
 )
@@ -541,5 +543,42 @@ func TestTwoServersShareAMetricSet(t *testing.T) {
 	a.fault(kindOutOfOrder, "test")
 	if b.Errors("out_of_order") != 1 {
 		t.Fatalf("counters not shared: %d", b.Errors("out_of_order"))
+	}
+}
+
+// TestStreamInferRequestsMatched: a ModelStreamInfer stream through
+// ext_proc (Triton's decoupled models: several responses per request, two
+// requests in flight) gets its requests and their matched responses in the
+// record, as the sidecar's does.
+func TestStreamInferRequestsMatched(t *testing.T) {
+	req := func(id string) []byte { return frame(&inference.ModelInferRequest{ModelName: "llm", Id: id}) }
+	resp := func(id string, final bool) []byte {
+		return frame(&inference.ModelStreamInferResponse{InferResponse: &inference.ModelInferResponse{ModelName: "llm", Id: id,
+			Parameters: map[string]*inference.InferParameter{inferapi.FinalResponseParam: {ParameterChoice: &inference.InferParameter_BoolParam{BoolParam: final}}}}})
+	}
+	h := newHarness(t, Options{}, nil)
+	exchange(t, h, []*extprocv3.ProcessingRequest{
+		reqHeaders(headers(false, ":method", "POST", ":path", "/inference.GRPCInferenceService/ModelStreamInfer", "content-type", "application/grpc", "te", "trailers")),
+		reqBody(req("a"), false),
+		respHeaders(headers(false, ":status", "200", "content-type", "application/grpc")),
+		respBody(resp("a", false), false),
+		reqBody(req("b"), true),
+		respBody(append(resp("b", false), resp("a", true)...), false),
+		respBody(resp("b", false), false),
+		respBody(resp("b", true), false),
+		respTrailers("grpc-status", "0"),
+	})
+	c := h.col.wait(t, 1)
+	if len(c.StreamRequests) != 2 || c.Model != "llm" || !c.Stream {
+		t.Fatalf("model %q stream %v, stream requests %+v", c.Model, c.Stream, c.StreamRequests)
+	}
+	for i, want := range []struct {
+		id        string
+		responses int
+	}{{"a", 2}, {"b", 3}} {
+		r := c.StreamRequests[i]
+		if r.ID != want.id || r.Responses != want.responses || !r.Final || r.FirstResponse <= r.Arrived || r.LastResponse < r.FirstResponse {
+			t.Errorf("request %d: %+v, want id %q with %d responses, final", i, r, want.id, want.responses)
+		}
 	}
 }

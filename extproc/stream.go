@@ -63,8 +63,9 @@ type stream struct {
 	reqStop, respStop bool // the scanner refused a message: no more feeding
 	grpcRes           *callcap.Reservation
 	reqCap, respCap   *callcap.Prefix
-	reqHdr, respHdr   http.Header          // what the deferred HTTP decode reads
-	sse               *inferapi.EventTimer // an OpenAI-compatible event stream
+	reqHdr, respHdr   http.Header             // what the deferred HTTP decode reads
+	sse               *inferapi.EventTimer    // a generative route's event stream
+	stream            *inferapi.StreamTracker // ModelStreamInfer's requests and responses
 
 	grpcStatus, httpStatus string
 	attrGRPC, attrHTTP     string
@@ -205,6 +206,9 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, attrs map[string]*str
 		}
 		st.respScan = scanners.Get().(*inferapi.GRPCScanner)
 		st.respScan.Reset(st.route.Reply, o.MaxMessageBytes)
+		if st.route.Method == inferapi.MethodStreamInfer {
+			st.stream = inferapi.WatchStream(st.start, st.reqScan, st.respScan)
+		}
 	} else {
 		c.Protocol = record.ProtocolHTTP
 		st.route = inferapi.HTTPRoute(method, path, o.APIHint)
@@ -417,6 +421,9 @@ func (st *stream) finish(now time.Time, clean bool) {
 			st.grpcRes.Release()
 		}
 		st.respScan.FillResponse(c)
+		if st.stream != nil {
+			st.stream.Fill(c)
+		}
 		c.Stream = c.Stream || c.RequestMessages > 1 || c.ResponseMessages > 1 || st.route.Method == "stream_infer"
 		if c.RequestMessages == 0 && !st.reqBody {
 			c.RequestMessages = 1 // the body was not sent to us

@@ -39,8 +39,8 @@ type frameCall struct {
 	timeout    time.Duration // grpc-timeout as sent
 	grpcStatus string
 	respErr    error
-	stream     *streamTrack         // ModelStreamInfer only
-	sse        *inferapi.EventTimer // an OpenAI-compatible event stream over HTTP/2
+	stream     *inferapi.StreamTracker // ModelStreamInfer only
+	sse        *inferapi.EventTimer    // an OpenAI-compatible event stream over HTTP/2
 }
 
 // Open starts measuring a stream the frame plane forwards.
@@ -76,7 +76,7 @@ func (h *Handler) Open(start time.Time, fields []hpack.HeaderField) (h2.Watcher,
 		fc.respScan = new(inferapi.GRPCScanner)
 		fc.respScan.Reset(fc.route.Reply, h.o.MaxMessageBytes)
 		if fc.route.Method == inferapi.MethodStreamInfer {
-			fc.stream = watchStream(start, fc.reqScan, fc.respScan)
+			fc.stream = inferapi.WatchStream(start, fc.reqScan, fc.respScan)
 		}
 		if d, ok := parseGRPCTimeout(timeout); ok {
 			fc.deadline, fc.timeout = start.Add(d), d
@@ -212,7 +212,7 @@ func (fc *frameCall) Done(e *h2.Events) {
 		fc.sse.Finish(c, e.Reset == h2.ResetByClient)
 	}
 	if fc.stream != nil {
-		fc.stream.fill(c)
+		fc.stream.Fill(c)
 	}
 	if !fc.grpc {
 		c.RequestMessages, c.ResponseMessages = 1, 1

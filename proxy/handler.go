@@ -85,12 +85,12 @@ type call struct {
 	body     *requestBody
 	respScan *inferapi.GRPCScanner
 	respCap  *capture
-	grpcRes  *reservation  // the capture budget a sampled gRPC message holds
-	respHdr  http.Header   // the response headers a deferred decode reads
-	failed   error         // upstream broke after the response began
-	deadline time.Time     // from grpc-timeout; zero when none
-	timeout  time.Duration // grpc-timeout as sent
-	stream   *streamTrack  // ModelStreamInfer only
+	grpcRes  *reservation            // the capture budget a sampled gRPC message holds
+	respHdr  http.Header             // the response headers a deferred decode reads
+	failed   error                   // upstream broke after the response began
+	deadline time.Time               // from grpc-timeout; zero when none
+	timeout  time.Duration           // grpc-timeout as sent
+	stream   *inferapi.StreamTracker // ModelStreamInfer only
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -120,7 +120,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cl.respScan = new(inferapi.GRPCScanner)
 		cl.respScan.Reset(respKind, h.o.MaxMessageBytes)
 		if cl.route.Method == inferapi.MethodStreamInfer {
-			cl.stream = watchStream(start, cl.body.scan, cl.respScan)
+			cl.stream = inferapi.WatchStream(start, cl.body.scan, cl.respScan)
 		}
 	} else if cl.route.Infer && h.o.CaptureBytes > 0 {
 		cl.body.capture = &capture{max: h.o.CaptureBytes, budget: &h.budget}
@@ -433,7 +433,7 @@ func (h *Handler) finish(cl *call, r *http.Request) {
 	}
 	fillGRPC(c, b.scan, cl.respScan, cl.grpcRes)
 	if cl.stream != nil {
-		cl.stream.fill(c)
+		cl.stream.Fill(c)
 	}
 	if !cl.grpc {
 		c.RequestMessages, c.ResponseMessages = 1, 1

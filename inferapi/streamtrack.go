@@ -1,20 +1,20 @@
-package proxy
+package inferapi
 
 import (
 	"sync"
 	"time"
 
-	"github.com/inferwatch/inferwatch/inferapi"
 	"github.com/inferwatch/inferwatch/record"
 )
 
-// streamTrack follows the requests of a ModelStreamInfer stream (Triton's
+// StreamTracker follows the requests of a ModelStreamInfer stream (Triton's
 // decoupled models: any number of responses per request, several requests
-// in flight on one stream) and matches each response to its request by id.
+// in flight on one stream) and matches each response to its request by id,
+// for every front that scans gRPC (the proxy on both planes, ext_proc).
 // The scanners hand it the first headBytes of every message as the message
 // ends, on the forwarding path: it reads a few protobuf fields there and
 // keeps times, nothing else.
-type streamTrack struct {
+type StreamTracker struct {
 	start time.Time
 
 	mu      sync.Mutex // the request and response sides run on different goroutines on the stdlib plane
@@ -26,16 +26,17 @@ type streamTrack struct {
 // and final flag: they precede the tensors.
 const headBytes = 1024
 
-// watchStream attaches a tracker to a ModelStreamInfer call's scanners.
-func watchStream(start time.Time, req, resp *inferapi.GRPCScanner) *streamTrack {
-	t := &streamTrack{start: start}
+// WatchStream attaches a tracker to a ModelStreamInfer call's scanners;
+// start is the call's, which its times count from.
+func WatchStream(start time.Time, req, resp *GRPCScanner) *StreamTracker {
+	t := &StreamTracker{start: start}
 	req.Heads(headBytes, t.request)
 	resp.Heads(headBytes, t.response)
 	return t
 }
 
-func (t *streamTrack) request(head []byte, _ bool) {
-	h := inferapi.InferRequestHead(head)
+func (t *StreamTracker) request(head []byte, _ bool) {
+	h := InferRequestHead(head)
 	at := time.Since(t.start)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -46,8 +47,8 @@ func (t *streamTrack) request(head []byte, _ bool) {
 	t.reqs = append(t.reqs, record.StreamRequest{ID: h.ID, Arrived: at})
 }
 
-func (t *streamTrack) response(head []byte, _ bool) {
-	h := inferapi.StreamResponseHead(head)
+func (t *StreamTracker) response(head []byte, _ bool) {
+	h := StreamResponseHead(head)
 	at := time.Since(t.start)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -69,7 +70,7 @@ func (t *streamTrack) response(head []byte, _ bool) {
 // match finds the request a response belongs to: the newest request with
 // its id that has not had its final response; without an id (or an id no
 // request had: an error answer, say), the oldest one still open.
-func (t *streamTrack) match(id string) *record.StreamRequest {
+func (t *StreamTracker) match(id string) *record.StreamRequest {
 	if id != "" {
 		for i := len(t.reqs) - 1; i >= 0; i-- {
 			if r := &t.reqs[i]; r.ID == id && !r.Final {
@@ -85,8 +86,8 @@ func (t *streamTrack) match(id string) *record.StreamRequest {
 	return nil
 }
 
-// fill puts the stream's requests into the record.
-func (t *streamTrack) fill(c *record.Call) {
+// Fill puts the stream's requests into the record.
+func (t *StreamTracker) Fill(c *record.Call) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c.StreamRequests, c.StreamRequestsDropped = t.reqs, t.dropped
