@@ -29,14 +29,21 @@ const headBytes = 1024
 // WatchStream attaches a tracker to a ModelStreamInfer call's scanners;
 // start is the call's, which its times count from.
 func WatchStream(start time.Time, req, resp *GRPCScanner) *StreamTracker {
-	t := &StreamTracker{start: start}
-	req.Heads(headBytes, t.request)
-	resp.Heads(headBytes, t.response)
+	t := NewStreamTracker(start)
+	req.Heads(headBytes, func(head []byte, _ bool) { t.Request(InferRequestHead(head).ID) })
+	resp.Heads(headBytes, func(head []byte, _ bool) {
+		h := StreamResponseHead(head)
+		t.Response(h.ID, h.Final, h.Error)
+	})
 	return t
 }
 
-func (t *StreamTracker) request(head []byte, _ bool) {
-	h := InferRequestHead(head)
+// NewStreamTracker is a tracker fed by hand, by a front that sees the
+// decoded messages (the gRPC interceptors); start is the call's.
+func NewStreamTracker(start time.Time) *StreamTracker { return &StreamTracker{start: start} }
+
+// Request notes a request message with its id, arrived now.
+func (t *StreamTracker) Request(id string) {
 	at := time.Since(t.start)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -44,15 +51,17 @@ func (t *StreamTracker) request(head []byte, _ bool) {
 		t.dropped++
 		return
 	}
-	t.reqs = append(t.reqs, record.StreamRequest{ID: h.ID, Arrived: at})
+	t.reqs = append(t.reqs, record.StreamRequest{ID: id, Arrived: at})
 }
 
-func (t *StreamTracker) response(head []byte, _ bool) {
-	h := StreamResponseHead(head)
+// Response notes a response message, arrived now: the request id it
+// answers, whether it is that request's final one (triton_final_response)
+// and whether it carries an error message.
+func (t *StreamTracker) Response(id string, final, failed bool) {
 	at := time.Since(t.start)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r := t.match(h.ID)
+	r := t.match(id)
 	if r == nil {
 		return // a request past the bound, or a response to nothing
 	}
@@ -63,8 +72,8 @@ func (t *StreamTracker) response(head []byte, _ bool) {
 	}
 	r.Responses++
 	r.LastResponse = at
-	r.Final = r.Final || h.Final
-	r.Error = r.Error || h.Error
+	r.Final = r.Final || final
+	r.Error = r.Error || failed
 }
 
 // match finds the request a response belongs to: the newest request with

@@ -133,3 +133,83 @@ func TestServerInterceptorsHandlerPanics(t *testing.T) {
 		}
 	}
 }
+
+// decoupledModel answers each ModelStreamInfer request with two responses
+// carrying its id, the second flagged triton_final_response.
+type decoupledModel struct {
+	inference.UnimplementedGRPCInferenceServiceServer
+}
+
+func (decoupledModel) ModelStreamInfer(s grpc.BidiStreamingServer[inference.ModelInferRequest, inference.ModelStreamInferResponse]) error {
+	for {
+		req, err := s.Recv()
+		if err != nil {
+			return nil
+		}
+		for i := range 2 {
+			final := &inference.InferParameter{ParameterChoice: &inference.InferParameter_BoolParam{BoolParam: i == 1}}
+			if err := s.Send(&inference.ModelStreamInferResponse{InferResponse: &inference.ModelInferResponse{ModelName: req.ModelName, Id: req.Id,
+				Parameters: map[string]*inference.InferParameter{"triton_final_response": final}}}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// TestStreamInterceptorsMatchStreamRequests: both stream interceptors follow
+// a ModelStreamInfer stream's requests and match the responses to them, as
+// the sidecar does.
+func TestStreamInterceptorsMatchStreamRequests(t *testing.T) {
+	srvRec, srvCol := newRecorder(t)
+	cliRec, cliCol := newRecorder(t)
+	g := grpc.NewServer(grpc.StreamInterceptor(srvRec.StreamServerInterceptor()))
+	inference.RegisterGRPCInferenceServiceServer(g, decoupledModel{})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(l)
+	defer g.Stop()
+	cc, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStreamInterceptor(cliRec.StreamClientInterceptor()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	s, err := inference.NewGRPCInferenceServiceClient(cc).ModelStreamInfer(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b"} {
+		if err := s.Send(&inference.ModelInferRequest{ModelName: "llm", Id: id}); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if _, err := s.Recv(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s.CloseSend()
+	if _, err := s.Recv(); err == nil {
+		t.Fatal("a response after the last")
+	}
+	g.GracefulStop()
+	srvRec.Close(context.Background())
+	cliRec.Close(context.Background())
+	for side, col := range map[string]*collector{"server": srvCol, "client": cliCol} {
+		recs := col.all()
+		if len(recs) != 1 {
+			t.Fatalf("%s: %d records", side, len(recs))
+		}
+		reqs := recs[0].StreamRequests
+		if len(reqs) != 2 {
+			t.Fatalf("%s: stream requests %+v", side, reqs)
+		}
+		for i, id := range []string{"a", "b"} {
+			if r := reqs[i]; r.ID != id || r.Responses != 2 || !r.Final || r.Error || r.LastResponse < r.FirstResponse || r.FirstResponse < r.Arrived {
+				t.Errorf("%s: request %d: %+v", side, i, r)
+			}
+		}
+	}
+}

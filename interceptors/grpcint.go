@@ -163,13 +163,16 @@ func (r *Recorder) StreamServerInterceptor() grpc.StreamServerInterceptor {
 		c.Stream = true
 		c.UpstreamStart = 1
 		r.serverTrace(ss.Context(), c)
-		w := &serverStream{ServerStream: ss, c: c}
+		w := &serverStream{ServerStream: ss, c: c, t: trackStream(c)}
 		defer r.endOnPanic(ss.Context(), c)
 		err := handler(srv, w)
 		if c.RequestEnd == 0 {
 			c.RequestEnd = since(c) // the handler returned before reading to the end
 		}
 		c.UpstreamSent = c.RequestEnd
+		if w.t != nil {
+			w.t.Fill(c)
+		}
 		r.end(ss.Context(), c, err, false)
 		return err
 	}
@@ -178,6 +181,31 @@ func (r *Recorder) StreamServerInterceptor() grpc.StreamServerInterceptor {
 type serverStream struct {
 	grpc.ServerStream
 	c *record.Call
+	t *inferapi.StreamTracker // ModelStreamInfer only
+}
+
+// trackStream follows a ModelStreamInfer call's requests and the responses
+// to each, as the sidecar does from the bytes; nil for other calls.
+func trackStream(c *record.Call) *inferapi.StreamTracker {
+	if c.Method != inferapi.MethodStreamInfer {
+		return nil
+	}
+	return inferapi.NewStreamTracker(c.Start)
+}
+
+func trackRequest(t *inferapi.StreamTracker, m any) {
+	if mr, ok := m.(*inference.ModelInferRequest); ok && t != nil {
+		t.Request(mr.GetId())
+	}
+}
+
+func trackResponse(t *inferapi.StreamTracker, m any) {
+	mr, ok := m.(*inference.ModelStreamInferResponse)
+	if !ok || t == nil {
+		return
+	}
+	ir := mr.GetInferResponse()
+	t.Response(ir.GetId(), ir.GetParameters()[inferapi.FinalResponseParam].GetBoolParam(), mr.GetErrorMessage() != "")
 }
 
 func (s *serverStream) RecvMsg(m any) error {
@@ -185,6 +213,7 @@ func (s *serverStream) RecvMsg(m any) error {
 	switch {
 	case err == nil:
 		request(s.c, m)
+		trackRequest(s.t, m)
 	case errors.Is(err, io.EOF):
 		s.c.RequestEnd = since(s.c)
 	}
@@ -198,6 +227,7 @@ func (s *serverStream) SendMsg(m any) error {
 	err := s.ServerStream.SendMsg(m)
 	if err == nil {
 		response(s.c, m)
+		trackResponse(s.t, m)
 		s.c.ResponseEnd = since(s.c)
 	}
 	return err
@@ -260,7 +290,7 @@ func (r *Recorder) StreamClientInterceptor() grpc.StreamClientInterceptor {
 			r.end(ctx, c, err, true)
 			return nil, err
 		}
-		return &clientStream{ClientStream: cs, r: r, c: c, ctx: ctx}, nil
+		return &clientStream{ClientStream: cs, r: r, c: c, ctx: ctx, t: trackStream(c)}, nil
 	}
 }
 
@@ -270,12 +300,14 @@ type clientStream struct {
 	c    *record.Call
 	ctx  context.Context
 	done bool
+	t    *inferapi.StreamTracker // ModelStreamInfer only
 }
 
 func (s *clientStream) SendMsg(m any) error {
 	err := s.ClientStream.SendMsg(m)
 	if err == nil {
 		request(s.c, m)
+		trackRequest(s.t, m)
 	}
 	return err
 }
@@ -298,6 +330,7 @@ func (s *clientStream) RecvMsg(m any) error {
 			s.c.FirstByte = now
 		}
 		response(s.c, m)
+		trackResponse(s.t, m)
 		s.c.ResponseEnd = now
 		return nil
 	}
@@ -309,6 +342,9 @@ func (s *clientStream) RecvMsg(m any) error {
 	if s.c.RequestEnd == 0 {
 		s.c.RequestEnd = now
 		s.c.UpstreamSent = now
+	}
+	if s.t != nil {
+		s.t.Fill(s.c)
 	}
 	if errors.Is(err, io.EOF) {
 		s.r.end(s.ctx, s.c, nil, true)
