@@ -52,6 +52,20 @@ func runSidecar(t *testing.T, protocol, upstream string) (string, *collector) {
 	return sc.RouteAddrs()[0].String(), col
 }
 
+// httpSidecar serves handler as an HTTP upstream and puts a real sidecar in
+// front of it, returning the sidecar's address and its records.
+func httpSidecar(t *testing.T, handler http.HandlerFunc) (string, *collector) {
+	t.Helper()
+	up := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: handler}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go up.Serve(l)
+	t.Cleanup(func() { up.Close() })
+	return runSidecar(t, "http", l.Addr().String())
+}
+
 func gzipped(b []byte) []byte {
 	var out bytes.Buffer
 	w := gzip.NewWriter(&out)
@@ -120,21 +134,14 @@ func TestSameRecordAsSidecar(t *testing.T) {
 	t.Run("openai tgi", func(t *testing.T) {
 		const chatReq = `{"model":"llm","messages":[{"role":"user","content":"hi"}]}`
 		const chatResp = `{"id":"1","object":"chat.completion","model":"llm","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`
-		up := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		addr, scCol := httpSidecar(t, func(w http.ResponseWriter, r *http.Request) {
 			io.Copy(io.Discard, r.Body)
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("X-Validation-Time", "1")
 			w.Header().Set("X-Queue-Time", "7")
 			w.Header().Set("X-Inference-Time", "25")
 			io.WriteString(w, chatResp)
-		})}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go up.Serve(l)
-		defer up.Close()
-		addr, scCol := runSidecar(t, "http", l.Addr().String())
+		})
 		res, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(chatReq))
 		if err != nil {
 			t.Fatal(err)
@@ -170,7 +177,7 @@ func TestSameRecordAsSidecar(t *testing.T) {
 			`data: {"choices":[{"index":0,"delta":{"content":"c"}}]}` + "\n\n",
 			`data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":4,"completion_tokens":3,"total_tokens":7}}` + "\n\ndata: [DONE]\n\n",
 		}
-		up := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		addr, scCol := httpSidecar(t, func(w http.ResponseWriter, r *http.Request) {
 			io.Copy(io.Discard, r.Body)
 			w.Header().Set("Content-Type", "text/event-stream")
 			for _, e := range events {
@@ -178,14 +185,7 @@ func TestSameRecordAsSidecar(t *testing.T) {
 				w.(http.Flusher).Flush()
 				time.Sleep(5 * time.Millisecond)
 			}
-		})}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go up.Serve(l)
-		defer up.Close()
-		addr, scCol := runSidecar(t, "http", l.Addr().String())
+		})
 		res, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(chatReq))
 		if err != nil {
 			t.Fatal(err)
@@ -229,7 +229,7 @@ func TestSameRecordAsSidecar(t *testing.T) {
 			if enc != "" {
 				reqB, respB, encHdr = gzipped(reqB), gzipped(respB), []string{"content-encoding", enc}
 			}
-			up := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			addr, scCol := httpSidecar(t, func(w http.ResponseWriter, r *http.Request) {
 				io.Copy(io.Discard, r.Body)
 				w.Header().Set("Content-Type", "application/json")
 				w.Header().Set("Server-Timing", "infer;dur=3")
@@ -237,14 +237,7 @@ func TestSameRecordAsSidecar(t *testing.T) {
 					w.Header().Set("Content-Encoding", enc)
 				}
 				w.Write(respB)
-			})}
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			go up.Serve(l)
-			defer up.Close()
-			addr, scCol := runSidecar(t, "http", l.Addr().String())
+			})
 			req, _ := http.NewRequest("POST", "http://"+addr+"/v2/models/mlp/versions/3/infer", bytes.NewReader(reqB))
 			req.Header.Set("Content-Type", "application/json")
 			if enc != "" {

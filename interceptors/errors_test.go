@@ -33,25 +33,33 @@ func (failingModel) ModelInfer(ctx context.Context, r *inference.ModelInferReque
 	return &inference.ModelInferResponse{ModelName: r.ModelName}, nil
 }
 
-// TestUnaryInterceptorCodes: both sides record the status the call ended
-// with, and the client side says why it failed on its side.
-func TestUnaryInterceptorCodes(t *testing.T) {
-	srvRec, srvCol := newRecorder(t)
-	cliRec, cliCol := newRecorder(t)
-	g := grpc.NewServer(grpc.UnaryInterceptor(srvRec.UnaryServerInterceptor()))
-	inference.RegisterGRPCInferenceServiceServer(g, failingModel{})
+// serveModel serves model on a grpc-go server with the server option and
+// returns the server and a client connection to it with the client option.
+func serveModel(t *testing.T, model inference.GRPCInferenceServiceServer, so grpc.ServerOption, do grpc.DialOption) (*grpc.Server, *grpc.ClientConn) {
+	t.Helper()
+	g := grpc.NewServer(so)
+	inference.RegisterGRPCInferenceServiceServer(g, model)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go g.Serve(l)
-	defer g.Stop()
-	cc, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithUnaryInterceptor(cliRec.UnaryClientInterceptor()))
+	t.Cleanup(g.Stop)
+	cc, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), do)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cc.Close()
+	t.Cleanup(func() { cc.Close() })
+	return g, cc
+}
+
+// TestUnaryInterceptorCodes: both sides record the status the call ended
+// with, and the client side says why it failed on its side.
+func TestUnaryInterceptorCodes(t *testing.T) {
+	srvRec, srvCol := newRecorder(t)
+	cliRec, cliCol := newRecorder(t)
+	g, cc := serveModel(t, failingModel{}, grpc.UnaryInterceptor(srvRec.UnaryServerInterceptor()),
+		grpc.WithUnaryInterceptor(cliRec.UnaryClientInterceptor()))
 	client := inference.NewGRPCInferenceServiceClient(cc)
 	tests := []struct {
 		model      string
@@ -162,20 +170,8 @@ func (decoupledModel) ModelStreamInfer(s grpc.BidiStreamingServer[inference.Mode
 func TestStreamInterceptorsMatchStreamRequests(t *testing.T) {
 	srvRec, srvCol := newRecorder(t)
 	cliRec, cliCol := newRecorder(t)
-	g := grpc.NewServer(grpc.StreamInterceptor(srvRec.StreamServerInterceptor()))
-	inference.RegisterGRPCInferenceServiceServer(g, decoupledModel{})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go g.Serve(l)
-	defer g.Stop()
-	cc, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+	g, cc := serveModel(t, decoupledModel{}, grpc.StreamInterceptor(srvRec.StreamServerInterceptor()),
 		grpc.WithStreamInterceptor(cliRec.StreamClientInterceptor()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
 	s, err := inference.NewGRPCInferenceServiceClient(cc).ModelStreamInfer(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -231,10 +231,13 @@ func streamChat(t *testing.T, addr string, stopAfter int, ack func()) (sentAt ti
 	}
 }
 
-func sseHarness(t *testing.T, srv *sseServer) *harness {
+func sseHarness(t *testing.T, srv *sseServer) *harness { return upstreamHarness(t, srv) }
+
+// upstreamHarness serves h as the HTTP upstream of a sidecar harness.
+func upstreamHarness(t *testing.T, h http.Handler) *harness {
 	t.Helper()
 	l := listen(t)
-	hs := &http.Server{Handler: srv}
+	hs := &http.Server{Handler: h}
 	go hs.Serve(l)
 	t.Cleanup(func() { hs.Close() })
 	return newHarness(t, l.Addr().String(), false)
@@ -444,11 +447,7 @@ func TestResponsesAPI(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 		}
 	})
-	l := listen(t)
-	hs := &http.Server{Handler: mux}
-	go hs.Serve(l)
-	t.Cleanup(func() { hs.Close() })
-	h := newHarness(t, l.Addr().String(), false)
+	h := upstreamHarness(t, mux)
 	for _, req := range []string{`{"model":"llm","stream":true,"input":"hi"}`, `{"model":"llm","input":"hi"}`} {
 		res, err := http.Post("http://"+h.addr+"/v1/responses", "application/json", strings.NewReader(req))
 		if err != nil {
@@ -500,11 +499,7 @@ func TestTritonGenerate(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 		}
 	})
-	l := listen(t)
-	hs := &http.Server{Handler: mux}
-	go hs.Serve(l)
-	t.Cleanup(func() { hs.Close() })
-	h := newHarness(t, l.Addr().String(), false)
+	h := upstreamHarness(t, mux)
 	for _, path := range []string{"generate_stream", "generate"} {
 		res, err := http.Post("http://"+h.addr+"/v2/models/llama/versions/1/"+path, "application/json",
 			strings.NewReader(`{"text_input":"hi","parameters":{"max_tokens":3,"stream":`+strconv.FormatBool(path == "generate_stream")+`}}`))
