@@ -380,7 +380,8 @@ func (t *EventTimer) Finish(c *record.Call, disconnected bool) {
 // ParseGenerateEvent reads one event of a Triton generate_stream answer: a
 // response object whose outputs are named by the model. One that carries
 // text — text_output, as the TensorRT-LLM and vLLM backends name it, or
-// another non-empty string output — is an output event; "error" marks a
+// another non-empty string output, alone or in an array — is an output
+// event (numbers, such as log probabilities, are not); "error" marks a
 // failure the 200 status could not announce. The stream says nothing of
 // tokens or finish reasons.
 func ParseGenerateEvent(data []byte) (OpenAIEvent, error) {
@@ -396,8 +397,17 @@ func ParseGenerateEvent(data []byte) (OpenAIEvent, error) {
 			}
 			return w.skip()
 		}
-		if w.peek() == '"' {
+		switch w.peek() {
+		case '"':
 			return w.nonEmptyString(&ev.Content)
+		case '[': // a tensor of more than one element: strings are text
+			_, err := w.array(key, func(int) error {
+				if w.peek() == '"' {
+					return w.nonEmptyString(&ev.Content)
+				}
+				return w.skip()
+			})
+			return err
 		}
 		return w.skip()
 	})

@@ -207,6 +207,8 @@ func TestParseGenerateEvent(t *testing.T) {
 		{"empty text", `{"model_name":"llama","text_output":""}`, OpenAIEvent{}, false},
 		{"other string output", `{"model_name":"m","generated":"x"}`, OpenAIEvent{Content: true}, false},
 		{"numbers only", `{"model_name":"m","cum_log_probs":-1.5,"batch_index":0}`, OpenAIEvent{}, false},
+		{"text in an array", `{"model_name":"m","text_output":["","b"]}`, OpenAIEvent{Content: true}, false},
+		{"numbers in arrays", `{"model_name":"m","output_log_probs":[-0.5,-1.25],"text_output":[""]}`, OpenAIEvent{}, false},
 		{"error", `{"error":"out of memory"}`, OpenAIEvent{Error: true}, false},
 		{"not JSON", `tok`, OpenAIEvent{}, true},
 	} {
