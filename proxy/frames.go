@@ -40,7 +40,7 @@ type frameCall struct {
 	grpcStatus string
 	respErr    error
 	stream     *inferapi.StreamTracker // ModelStreamInfer only
-	sse        *inferapi.EventTimer    // an OpenAI-compatible event stream over HTTP/2
+	sse        *inferapi.EventTimer    // a generative route's event stream over HTTP/2
 }
 
 // Open starts measuring a stream the frame plane forwards.
