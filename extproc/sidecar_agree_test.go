@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -64,6 +63,24 @@ func httpSidecar(t *testing.T, handler http.HandlerFunc) (string, *collector) {
 	go up.Serve(l)
 	t.Cleanup(func() { up.Close() })
 	return runSidecar(t, "http", l.Addr().String())
+}
+
+// sidecarCall POSTs a JSON body (with any extra headers, compression left
+// to the caller) through the sidecar and returns the record it made.
+func sidecarCall(t *testing.T, col *collector, url string, body []byte, hdr http.Header) *record.Call {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	res, err := (&http.Client{Transport: &http.Transport{DisableCompression: true}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return col.wait(t, 1)
 }
 
 func gzipped(b []byte) []byte {
@@ -142,13 +159,7 @@ func TestSameRecordAsSidecar(t *testing.T) {
 			w.Header().Set("X-Inference-Time", "25")
 			io.WriteString(w, chatResp)
 		})
-		res, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(chatReq))
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		side := scCol.wait(t, 1)
+		side := sidecarCall(t, scCol, "http://"+addr+"/v1/chat/completions", []byte(chatReq), nil)
 
 		h := newHarness(t, Options{CaptureBytes: 1 << 20}, nil)
 		exchange(t, h, []*extprocv3.ProcessingRequest{
@@ -186,13 +197,7 @@ func TestSameRecordAsSidecar(t *testing.T) {
 				time.Sleep(5 * time.Millisecond)
 			}
 		})
-		res, err := http.Post("http://"+addr+"/v1/chat/completions", "application/json", strings.NewReader(chatReq))
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		side := scCol.wait(t, 1)
+		side := sidecarCall(t, scCol, "http://"+addr+"/v1/chat/completions", []byte(chatReq), nil)
 
 		h := newHarness(t, Options{CaptureBytes: 1 << 20}, nil)
 		msgs := []*extprocv3.ProcessingRequest{
@@ -238,18 +243,11 @@ func TestSameRecordAsSidecar(t *testing.T) {
 				}
 				w.Write(respB)
 			})
-			req, _ := http.NewRequest("POST", "http://"+addr+"/v2/models/mlp/versions/3/infer", bytes.NewReader(reqB))
-			req.Header.Set("Content-Type", "application/json")
+			var hdr http.Header
 			if enc != "" {
-				req.Header.Set("Content-Encoding", enc)
+				hdr = http.Header{"Content-Encoding": {enc}}
 			}
-			res, err := (&http.Client{Transport: &http.Transport{DisableCompression: true}}).Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-			side := scCol.wait(t, 1)
+			side := sidecarCall(t, scCol, "http://"+addr+"/v2/models/mlp/versions/3/infer", reqB, hdr)
 
 			h := newHarness(t, Options{CaptureBytes: 1 << 20}, nil)
 			exchange(t, h, []*extprocv3.ProcessingRequest{

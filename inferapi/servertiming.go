@@ -149,8 +149,8 @@ var tgiStages = [...]struct{ header, stage string }{
 
 // ParseTGITimes appends to dst the stages Hugging Face TGI reports in its
 // x-validation-time, x-queue-time and x-inference-time headers (sent on
-// answers that were not streamed), read of an OpenAI-compatible route's
-// response by every front. get looks a header up by its lower-case name,
+// answers that were not streamed), as every front reads them on an
+// OpenAI-compatible route. get looks a header up by its lower-case name,
 // as HTTP/2 and Envoy spell it (http.Header.Get takes that too). Values
 // that are not a non-negative number of milliseconds are skipped.
 func ParseTGITimes(get func(name string) string, dst []record.Stage) []record.Stage {

@@ -62,14 +62,15 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// hands its captures back; the panic goes on to net/http untouched, its
 	// stack with it, so it is not recovered here.
 	panicked := true
-	defer func() { m.finish(c, rt, rw, r, reqCap, respCap, panicked) }()
+	defer func() { m.finish(c, rw, r, reqCap, respCap, panicked) }()
 	m.next.ServeHTTP(rw, r)
 	panicked = false
 }
 
 // finish completes the record once the handler has returned or panicked,
 // and submits it.
-func (m *middleware) finish(c *record.Call, rt inferapi.Route, rw *recordingWriter, r *http.Request, reqCap, respCap *callcap.Prefix, panicked bool) {
+func (m *middleware) finish(c *record.Call, rw *recordingWriter, r *http.Request, reqCap, respCap *callcap.Prefix, panicked bool) {
+	rt := rw.route
 	gone := r.Context().Err() != nil
 	if rw.sse != nil {
 		// What was written since the last flush goes out as the handler returns.

@@ -233,6 +233,8 @@ func streamChat(t *testing.T, addr string, stopAfter int, ack func()) (sentAt ti
 
 func sseHarness(t *testing.T, srv *sseServer) *harness { return upstreamHarness(t, srv) }
 
+var jsonHeader = http.Header{"Content-Type": {"application/json"}}
+
 // upstreamHarness serves h as the HTTP upstream of a sidecar harness.
 func upstreamHarness(t *testing.T, h http.Handler) *harness {
 	t.Helper()
@@ -449,12 +451,7 @@ func TestResponsesAPI(t *testing.T) {
 	})
 	h := upstreamHarness(t, mux)
 	for _, req := range []string{`{"model":"llm","stream":true,"input":"hi"}`, `{"model":"llm","input":"hi"}`} {
-		res, err := http.Post("http://"+h.addr+"/v1/responses", "application/json", strings.NewReader(req))
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, res.Body)
-		res.Body.Close()
+		doHTTP(t, http.DefaultClient, "POST", "http://"+h.addr+"/v1/responses", jsonHeader, []byte(req))
 	}
 	recs := h.waitRecords(2)
 	for i, c := range recs {
@@ -501,13 +498,8 @@ func TestTritonGenerate(t *testing.T) {
 	})
 	h := upstreamHarness(t, mux)
 	for _, path := range []string{"generate_stream", "generate"} {
-		res, err := http.Post("http://"+h.addr+"/v2/models/llama/versions/1/"+path, "application/json",
-			strings.NewReader(`{"text_input":"hi","parameters":{"max_tokens":3,"stream":`+strconv.FormatBool(path == "generate_stream")+`}}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, res.Body)
-		res.Body.Close()
+		doHTTP(t, http.DefaultClient, "POST", "http://"+h.addr+"/v2/models/llama/versions/1/"+path, jsonHeader,
+			[]byte(`{"text_input":"hi","parameters":{"max_tokens":3,"stream":`+strconv.FormatBool(path == "generate_stream")+`}}`))
 	}
 	recs := h.waitRecords(2)
 	for i, c := range recs {
