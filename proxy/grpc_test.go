@@ -86,6 +86,11 @@ func (kserveEcho) ModelStreamInfer(s grpc.BidiStreamingServer[inference.ModelInf
 // reversed, plus a count, and ends with the status the metadata asks for.
 func anyService(srv any, stream grpc.ServerStream) error {
 	md, _ := metadata.FromIncomingContext(stream.Context())
+	if c := md.Get("x-code-at-once"); len(c) > 0 {
+		var code int
+		fmt.Sscan(c[0], &code)
+		return status.Error(codes.Code(code), "at once: "+c[0]) // a trailers-only response
+	}
 	stream.SetHeader(metadata.Pairs("x-echo-method", method(stream)))
 	if d := md.Get("x-hold"); len(d) > 0 {
 		if v, ok := holds.Load(d[0]); ok {
@@ -344,6 +349,7 @@ func TestGRPCTransparent(t *testing.T) {
 		{"unknown bidi 5", "/acme.Echo/Bidi", nil, [][]byte{[]byte("a"), []byte("bb"), []byte("ccc"), []byte("dddd"), bytes.Repeat([]byte("e"), 3<<20)}, nil},
 		{"unknown client stream none", "/acme.Echo/ClientStream", nil, nil, nil},
 		{"unknown error code", "/acme.Echo/Fails", metadata.Pairs("x-code", "9"), [][]byte{[]byte("x")}, nil},
+		{"unknown error before any message", "/acme.Echo/Refuses", metadata.Pairs("x-code-at-once", "5"), [][]byte{[]byte("x")}, nil},
 		{"malformed protobuf", infer, nil, [][]byte{{0xff, 0xff, 0xff, 0x01, 0x02}}, nil},
 	}
 	for _, tt := range tests {
@@ -391,6 +397,9 @@ func TestGRPCTransparent(t *testing.T) {
 	}
 	if s := byName["infer error status"]; s.Code != "NOT_FOUND" {
 		t.Errorf("error status recorded as %q", s.Code)
+	}
+	if s := byName["unknown error before any message"]; s.Code != "NOT_FOUND" || s.ErrorKind != record.ErrNone {
+		t.Errorf("trailers-only error recorded as %q (%s)", s.Code, s.ErrorKind)
 	}
 	if s := byName["malformed protobuf"]; !s.DecodeFail {
 		t.Errorf("malformed protobuf not counted as a decode failure: %+v", s)

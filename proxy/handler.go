@@ -230,8 +230,12 @@ func (h *Handler) relay(w http.ResponseWriter, cl *call, res *http.Response) (ab
 	flusher, _ := w.(http.Flusher)
 	tw := &timedWriter{w: w, flusher: flusher}
 	stream := h.streaming(cl, res)
-	if stream {
-		tw.Flush() // a streaming client may wait for headers before anything else
+	if stream && !(cl.grpc && res.Header.Get("Grpc-Status") != "") {
+		// A streaming client may wait for headers before anything else. Not
+		// a trailers-only answer (a gRPC status in the headers, no body):
+		// flushed, its headers would go out without END_STREAM, and the
+		// client would read a stream that ended without trailers.
+		tw.Flush()
 	}
 	var sse *inferapi.EventTimer
 	if cl.route.Generative() && inferapi.IsEventStream(res.Header.Get("Content-Type")) {
