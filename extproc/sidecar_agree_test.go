@@ -19,6 +19,7 @@ import (
 
 	"github.com/inferwatch/inferwatch/config"
 	"github.com/inferwatch/inferwatch/proto/inference"
+	"github.com/inferwatch/inferwatch/proto/tfserving"
 	"github.com/inferwatch/inferwatch/record"
 	"github.com/inferwatch/inferwatch/sidecar"
 )
@@ -107,6 +108,19 @@ func (timedModel) ModelInfer(ctx context.Context, r *inference.ModelInferRequest
 	return inferResponse(r.ModelName, r.Inputs[0].Shape[0]), nil
 }
 
+// tfModel answers TensorFlow Serving's Predict with the version that
+// served and its inputs as outputs.
+type tfModel struct {
+	tfserving.UnimplementedPredictionServiceServer
+}
+
+func (tfModel) Predict(_ context.Context, r *tfserving.PredictRequest) (*tfserving.PredictResponse, error) {
+	return &tfserving.PredictResponse{
+		ModelSpec: &tfserving.ModelSpec{Name: r.GetModelSpec().GetName(), VersionChoice: &tfserving.ModelSpec_Version{Version: &tfserving.Int64Value{Value: 2}}},
+		Outputs:   r.Inputs,
+	}, nil
+}
+
 // TestSameRecordAsSidecar: a call made through a real sidecar, and the same
 // call's bytes as Envoy would stream them to ext_proc, give the same record
 // (everything read from the call; the timing is each front's own).
@@ -144,6 +158,52 @@ func TestSameRecordAsSidecar(t *testing.T) {
 		ep := h.col.wait(t, 1)
 		if a, b := callView(ep), callView(side); a != b {
 			t.Fatalf("records differ:\n ext_proc %s\n sidecar  %s", a, b)
+		}
+	})
+	// TensorFlow Serving's Predict: the model, the version label, the
+	// tensors and the version that served, read from TF's own messages.
+	t.Run("grpc_tfserving", func(t *testing.T) {
+		g := grpc.NewServer()
+		tfserving.RegisterPredictionServiceServer(g, tfModel{})
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go g.Serve(l)
+		defer g.Stop()
+		addr, scCol := runSidecar(t, "grpc", l.Addr().String())
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		req := &tfserving.PredictRequest{
+			ModelSpec: &tfserving.ModelSpec{Name: "resnet", VersionChoice: &tfserving.ModelSpec_VersionLabel{VersionLabel: "stable"}},
+			Inputs: map[string]*tfserving.TensorProto{"images": {Dtype: tfserving.DataType_DT_FLOAT,
+				TensorShape:   &tfserving.TensorShapeProto{Dim: []*tfserving.TensorShapeProto_Dim{{Size: 4}, {Size: 784}}},
+				TensorContent: make([]byte, 4*784*4)}},
+		}
+		resp, err := tfserving.NewPredictionServiceClient(cc).Predict(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		side := scCol.wait(t, 1)
+
+		h := newHarness(t, Options{}, nil)
+		greq, gresp := frame(req), frame(resp)
+		exchange(t, h, []*extprocv3.ProcessingRequest{
+			reqHeaders(headers(false, ":method", "POST", ":path", "/tensorflow.serving.PredictionService/Predict", "content-type", "application/grpc", "te", "trailers")),
+			reqBody(greq[:1000], false), reqBody(greq[1000:], true),
+			respHeaders(headers(false, ":status", "200", "content-type", "application/grpc")),
+			respBody(gresp, false),
+			respTrailers("grpc-status", "0"),
+		})
+		ep := h.col.wait(t, 1)
+		if a, b := callView(ep), callView(side); a != b {
+			t.Fatalf("records differ:\n ext_proc %s\n sidecar  %s", a, b)
+		}
+		if side.API != record.APITFServing || side.Model != "resnet" || side.Version != "stable" || side.InputCount != 1 || side.OutputCount != 1 {
+			t.Fatalf("sidecar record: %s", callView(side))
 		}
 	})
 	// An OpenAI-compatible server that reports its stages as TGI does, in

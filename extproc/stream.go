@@ -424,7 +424,7 @@ func (st *stream) finish(now time.Time, clean bool) {
 		if st.stream != nil {
 			st.stream.Fill(c)
 		}
-		c.Stream = c.Stream || c.RequestMessages > 1 || c.ResponseMessages > 1 || st.route.Method == "stream_infer"
+		c.Stream = c.Stream || c.RequestMessages > 1 || c.ResponseMessages > 1 || st.route.Streaming()
 		if c.RequestMessages == 0 && !st.reqBody {
 			c.RequestMessages = 1 // the body was not sent to us
 		}

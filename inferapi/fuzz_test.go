@@ -14,6 +14,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/inferwatch/inferwatch/proto/inference"
+	"github.com/inferwatch/inferwatch/proto/tfserving"
+	"github.com/inferwatch/inferwatch/proto/torchserve"
 	"github.com/inferwatch/inferwatch/record"
 )
 
@@ -133,7 +135,7 @@ func scanChunked(kind MessageKind, limit int64, data, sizes []byte) scanResult {
 		panic(err)
 	}
 	res := scanResult{Err: err != nil, Messages: s.Messages(), Bytes: s.Bytes(), Malformed: s.Malformed(), Compressed: s.Compressed(), Captured: s.Captured()}
-	if kind == KindInferRequest || kind == KindModelRequest || kind == KindRepositoryRequest {
+	if kind.request() {
 		s.FillRequest(&res.Call)
 	} else {
 		s.FillResponse(&res.Call)
@@ -150,6 +152,11 @@ func FuzzGRPCScanner(f *testing.F) {
 	stream := marshal(f, &inference.ModelStreamInferResponse{InferResponse: &inference.ModelInferResponse{
 		ModelName: "m", Outputs: []*inference.ModelInferResponse_InferOutputTensor{{Name: "y", Shape: []int64{1}}},
 	}})
+	tf := marshal(f, &tfserving.PredictRequest{ModelSpec: &tfserving.ModelSpec{Name: "m", VersionChoice: &tfserving.ModelSpec_Version{Version: &tfserving.Int64Value{Value: 2}}},
+		Inputs: map[string]*tfserving.TensorProto{"x": {Dtype: tfserving.DataType_DT_FLOAT, TensorShape: &tfserving.TensorShapeProto{Dim: []*tfserving.TensorShapeProto_Dim{{Size: 2}}}, FloatVal: []float32{1, 2}}}})
+	ts := marshal(f, &torchserve.PredictionsRequest{ModelName: "m", ModelVersion: "1", Input: map[string][]byte{"data": {1, 2}}})
+	f.Add(frame(false, tf), []byte{2})
+	f.Add(frame(false, ts), []byte{1, 9})
 	f.Add(frame(false, body, body), []byte{0, 3, 200})
 	f.Add(frame(true, body), []byte{4})
 	f.Add(frame(false, stream), []byte{1})
@@ -162,7 +169,7 @@ func FuzzGRPCScanner(f *testing.F) {
 		// chunked scan sees exactly what a single Feed sees.
 		limit := int64(len(data) / 2)
 		for _, in := range [][]byte{data, frame(false, data)} {
-			for kind := KindOther; kind <= KindModelReadyResponse; kind++ {
+			for kind := KindOther; kind < kindCount; kind++ {
 				for _, lim := range []int64{0, limit} {
 					whole := scanChunked(kind, lim, in, nil)
 					chunked := scanChunked(kind, lim, in, sizes)
@@ -182,6 +189,13 @@ func FuzzGRPCScanner(f *testing.F) {
 			KindModelRequest:        &inference.ModelReadyRequest{},
 			KindRepositoryRequest:   &inference.RepositoryModelLoadRequest{},
 			KindModelReadyResponse:  &inference.ModelReadyResponse{},
+			KindTFRequest:           &tfserving.ClassificationRequest{},
+			KindTFResponse:          &tfserving.RegressionResponse{},
+			KindTFPredictRequest:    &tfserving.PredictRequest{},
+			KindTFPredictResponse:   &tfserving.PredictResponse{},
+			KindTFMultiRequest:      &tfserving.MultiInferenceRequest{},
+			KindTFStatusResponse:    &tfserving.GetModelStatusResponse{},
+			KindTSRequest:           &torchserve.PredictionsRequest{},
 		} {
 			if proto.Unmarshal(data, m) == nil && scanChunked(kind, 0, frame(false, data), sizes).Malformed {
 				t.Fatalf("kind %d: proto.Unmarshal accepts the body, the scanner calls it malformed", kind)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -37,7 +38,53 @@ const (
 	mModel                     // ModelReadyRequest, ModelMetadataRequest, ModelStatisticsRequest
 	mRepository                // RepositoryModelLoadRequest or RepositoryModelUnloadRequest
 	mReady                     // ModelReadyResponse
+
+	// TensorFlow Serving.
+	mTFRequest    // a request with model_spec = 1
+	mTFResponse   // a response with model_spec = 2
+	mTFPredict    // PredictRequest
+	mTFPredictOut // PredictResponse
+	mTFMulti      // MultiInferenceRequest
+	mTFTask       // InferenceTask
+	mModelSpec    // ModelSpec
+	mInt64Value   // ModelSpec.version, a google.protobuf.Int64Value
+	mTFEntry      // an entry of a map<string, TensorProto>: key = 1, value = 2
+	mTFTensor     // TensorProto
+	mTFShape      // TensorShapeProto
+	mTFDim        // TensorShapeProto.Dim
+	mTFStatus     // GetModelStatusResponse
+	mTFVersion    // ModelVersionStatus
+
+	// TorchServe.
+	mTSRequest // PredictionsRequest
+	mTSEntry   // an entry of its map<string, bytes> input
 )
+
+// tfAvailable is ModelVersionStatus.State AVAILABLE: the version serves.
+const tfAvailable = 30
+
+// tfDatatypes names TensorFlow's DataType values: KServe v2's datatype where
+// it has one, so that one vocabulary covers every API; TensorFlow's own name
+// otherwise.
+var tfDatatypes = [...]string{
+	1: "FP32", 2: "FP64", 3: "INT32", 4: "UINT8", 5: "INT16", 6: "INT8", 7: "BYTES",
+	8: "DT_COMPLEX64", 9: "INT64", 10: "BOOL", 11: "DT_QINT8", 12: "DT_QUINT8",
+	13: "DT_QINT32", 14: "BF16", 15: "DT_QINT16", 16: "DT_QUINT16", 17: "UINT16",
+	18: "DT_COMPLEX128", 19: "FP16", 20: "DT_RESOURCE", 21: "DT_VARIANT", 22: "UINT32", 23: "UINT64",
+}
+
+// TFDatatype names TensorFlow DataType value v as the scanner records it
+// ("" for a value it does not know).
+func TFDatatype(v uint64) string {
+	if v < uint64(len(tfDatatypes)) {
+		return tfDatatypes[v]
+	}
+	return ""
+}
+
+// tfContents says whether TensorProto field f holds the tensor's values:
+// tensor_content = 4 and the typed repeated fields up to uint64_val = 17.
+func tfContents(f protowire.Number) bool { return f >= 4 && f <= 17 }
 
 // scanState is what the bytes at the scan position are.
 type scanState uint8
@@ -106,7 +153,9 @@ type GRPCScanner struct {
 	scan    bool  // the current message's fields are being read
 
 	// Protobuf reading, valid while scan is set.
-	levels [3]level // stream response > infer response > tensor
+	// levels: the deepest nesting read is TensorFlow's PredictRequest >
+	// inputs entry > TensorProto > TensorShapeProto > Dim.
+	levels [5]level
 	depth  int
 	state  scanState
 	field  protowire.Number
@@ -282,6 +331,21 @@ func (s *GRPCScanner) begin() error {
 		top = mResponse
 	case KindStreamInferResponse:
 		top = mStream
+	case KindTFRequest:
+		top = mTFRequest
+	case KindTFResponse:
+		top = mTFResponse
+	case KindTFPredictRequest:
+		top = mTFPredict
+	case KindTFPredictResponse:
+		top = mTFPredictOut
+	case KindTFMultiRequest:
+		top = mTFMulti
+	case KindTFStatusResponse:
+		top = mTFStatus
+		s.ready = record.ReadyNo // no version AVAILABLE, or none listed
+	case KindTSRequest:
+		top = mTSRequest
 	default:
 		return nil
 	}
@@ -425,8 +489,10 @@ func (s *GRPCScanner) onVarint(v uint64) bool {
 			s.state = sVarint
 		case protowire.Fixed32Type:
 			s.state, s.left = sSkip, 4
+			s.fixedValue(4)
 		case protowire.Fixed64Type:
 			s.state, s.left = sSkip, 8
+			s.fixedValue(8)
 		case protowire.BytesType:
 			s.state = sLength
 		case protowire.StartGroupType:
@@ -440,14 +506,8 @@ func (s *GRPCScanner) onVarint(v uint64) bool {
 			return false
 		}
 	case sVarint:
-		if s.groups == 0 && s.levels[s.depth-1].typ == mTensor && s.field == 3 {
-			s.dim(int64(v)) // an unpacked shape dimension
-		}
-		if s.groups == 0 && s.levels[s.depth-1].typ == mReady && s.field == 1 {
-			s.ready = record.ReadyNo
-			if v != 0 {
-				s.ready = record.ReadyYes
-			}
+		if s.groups == 0 {
+			s.varintField(v)
 		}
 		s.state = sTag
 	case sLength:
@@ -466,42 +526,157 @@ func (s *GRPCScanner) onVarint(v uint64) bool {
 	return true
 }
 
+// varintField acts on a varint field just read, outside any group.
+func (s *GRPCScanner) varintField(v uint64) {
+	switch typ := s.levels[s.depth-1].typ; {
+	case typ == mTensor && s.field == 3, typ == mTFDim && s.field == 1:
+		s.dim(int64(v)) // an unpacked KServe dimension, or a TensorFlow one
+	case typ == mReady && s.field == 1:
+		s.ready = record.ReadyNo
+		if v != 0 {
+			s.ready = record.ReadyYes
+		}
+	case typ == mTFVersion && s.field == 2:
+		if v == tfAvailable {
+			s.ready = record.ReadyYes
+		}
+	case typ == mInt64Value && s.field == 1:
+		var b [20]byte
+		s.setText(fieldVersion, strconv.AppendInt(b[:0], int64(v), 10))
+	case typ == mTFTensor && s.field == 1:
+		if d := TFDatatype(v); d != "" {
+			s.setText(fieldDatatype, []byte(d))
+		}
+	}
+}
+
+// fixedValue counts a fixed-size field of n bytes: in a TensorProto, an
+// unpacked float or double value. (Unpacked varint values are not counted:
+// proto3 encoders pack them.)
+func (s *GRPCScanner) fixedValue(n int64) {
+	if s.groups == 0 && s.levels[s.depth-1].typ == mTFTensor && tfContents(s.field) {
+		s.tensors[s.cur].contents += n
+	}
+}
+
 // lengthDelimited decides what to do with a length-delimited field of n bytes
 // that starts at the scan position.
 func (s *GRPCScanner) lengthDelimited(n int64) {
 	s.state, s.left = sSkip, n
-	switch typ := s.levels[s.depth-1].typ; {
-	case typ == mStream && s.field == 2:
-		s.push(mResponse, n)
-	case (typ == mRequest || typ == mResponse || typ == mModel) && s.field == 1:
-		s.startString(fieldModel)
-	case (typ == mRequest || typ == mResponse || typ == mModel) && s.field == 2:
-		s.startString(fieldVersion)
-	case typ == mRepository && s.field == 2:
-		s.startString(fieldModel)
-	case (typ == mRequest || typ == mResponse) && s.field == 5:
-		s.ntensors++
-		if s.ntensors <= record.MaxTensors {
-			s.cur = s.ntensors - 1
-			s.tensors[s.cur] = tensorMeta{dimOff: int32(len(s.dims))}
-			s.push(mTensor, n)
+	f := s.field
+	switch typ := s.levels[s.depth-1].typ; typ {
+	case mStream:
+		if f == 2 {
+			s.push(mResponse, n)
 		}
-	case (typ == mRequest && s.field == 7) || (typ == mResponse && s.field == 6):
-		if s.nraw < record.MaxTensors {
-			s.raw[s.nraw] = n
+	case mRequest, mResponse:
+		switch {
+		case f == 1:
+			s.startString(fieldModel)
+		case f == 2:
+			s.startString(fieldVersion)
+		case f == 5:
+			s.tensor(mTensor, n)
+		case typ == mRequest && f == 7, typ == mResponse && f == 6:
+			if s.nraw < record.MaxTensors {
+				s.raw[s.nraw] = n
+			}
+			s.nraw++
 		}
-		s.nraw++
-	case typ == mTensor && s.field == 1:
-		s.startString(fieldName)
-	case typ == mTensor && s.field == 2:
-		s.startString(fieldDatatype)
-	case typ == mTensor && s.field == 3:
-		s.state = sPacked
-	case typ == mTensor && s.field == 5:
-		s.tensors[s.cur].contents += n
+	case mModel, mTSRequest:
+		switch {
+		case f == 1:
+			s.startString(fieldModel)
+		case f == 2:
+			s.startString(fieldVersion)
+		case f == 3 && typ == mTSRequest:
+			s.tensor(mTSEntry, n)
+		}
+	case mRepository:
+		if f == 2 {
+			s.startString(fieldModel)
+		}
+	case mTensor:
+		switch f {
+		case 1:
+			s.startString(fieldName)
+		case 2:
+			s.startString(fieldDatatype)
+		case 3:
+			s.state = sPacked
+		case 5:
+			s.tensors[s.cur].contents += n
+		}
+	case mTFRequest, mTFTask, mTFPredict:
+		switch {
+		case f == 1:
+			s.push(mModelSpec, n)
+		case f == 2 && typ == mTFPredict:
+			s.tensor(mTFEntry, n)
+		}
+	case mTFResponse, mTFPredictOut:
+		switch {
+		case f == 2:
+			s.push(mModelSpec, n)
+		case f == 1 && typ == mTFPredictOut:
+			s.tensor(mTFEntry, n)
+		}
+	case mTFMulti:
+		if f == 1 {
+			s.push(mTFTask, n)
+		}
+	case mModelSpec:
+		switch f {
+		case 1:
+			s.startString(fieldModel)
+		case 2:
+			s.push(mInt64Value, n)
+		case 4: // version_label
+			s.startString(fieldVersion)
+		}
+	case mTFEntry:
+		switch f {
+		case 1:
+			s.startString(fieldName)
+		case 2:
+			s.push(mTFTensor, n)
+		}
+	case mTFTensor:
+		switch {
+		case f == 2:
+			s.push(mTFShape, n)
+		case tfContents(f):
+			s.tensors[s.cur].contents += n
+		}
+	case mTFShape:
+		if f == 2 {
+			s.push(mTFDim, n)
+		}
+	case mTFStatus:
+		if f == 1 {
+			s.push(mTFVersion, n)
+		}
+	case mTSEntry:
+		switch f {
+		case 1:
+			s.startString(fieldName)
+		case 2:
+			s.tensors[s.cur].contents += n
+		}
 	}
 	if s.left == 0 {
 		s.state = sTag
+	}
+}
+
+// tensor starts the next tensor, a message of typ and n bytes at the scan
+// position; past record.MaxTensors it is only counted and passed over.
+func (s *GRPCScanner) tensor(typ msgType, n int64) {
+	s.ntensors++
+	if s.ntensors <= record.MaxTensors {
+		s.cur = s.ntensors - 1
+		s.tensors[s.cur] = tensorMeta{dimOff: int32(len(s.dims))}
+		s.push(typ, n)
 	}
 }
 
@@ -535,6 +710,12 @@ func (s *GRPCScanner) stringSpan() *span {
 		return &s.tensors[s.cur].name
 	}
 	return &s.tensors[s.cur].datatype
+}
+
+// setText sets kept string f to v, read whole from a varint field.
+func (s *GRPCScanner) setText(f stringField, v []byte) {
+	s.startString(f)
+	s.keep(v)
 }
 
 // keep appends string bytes to the current value, up to the bounds.

@@ -54,13 +54,23 @@ func feed(s *GRPCScanner, data []byte, chunk int) error {
 	return nil
 }
 
+// request says whether a stream of kind messages goes from client to server.
+func (k MessageKind) request() bool {
+	switch k {
+	case KindInferRequest, KindModelRequest, KindRepositoryRequest,
+		KindTFRequest, KindTFPredictRequest, KindTFMultiRequest, KindTSRequest:
+		return true
+	}
+	return false
+}
+
 // fill records what a scanner of kind saw in data.
 func fill(kind MessageKind, data []byte, chunk int) (record.Call, *GRPCScanner, error) {
 	var s GRPCScanner
 	s.Reset(kind, 0)
 	err := feed(&s, data, chunk)
 	var c record.Call
-	if kind == KindInferRequest || kind == KindModelRequest || kind == KindRepositoryRequest {
+	if kind.request() {
 		s.FillRequest(&c)
 	} else {
 		s.FillResponse(&c)

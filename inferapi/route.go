@@ -30,6 +30,11 @@ const (
 	MethodGenerate       = "generate"
 	MethodGenerateStream = "generate_stream"
 	MethodHealth         = "health"
+	// TensorFlow Serving's MultiInference (several heads of one model, gRPC).
+	MethodMultiInference = "multi_inference"
+	// TorchServe's gRPC StreamPredictions and StreamPredictions2: streamed
+	// answers to one request, or a stream of requests and answers.
+	MethodStreamPredict = "stream_predict"
 	// Triton's model repository extension (record.Call.Control).
 	MethodRepositoryIndex  = record.MethodRepositoryIndex
 	MethodRepositoryLoad   = record.MethodRepositoryLoad
@@ -59,20 +64,42 @@ func (r Route) Generative() bool {
 	return r.API == record.APIOpenAI || r.Method == MethodGenerate || r.Method == MethodGenerateStream
 }
 
-// grpcService is the KServe v2 (Open Inference Protocol) gRPC service name,
-// which Triton shares.
-const grpcService = "inference.GRPCInferenceService"
+// The gRPC services GRPCRoute recognises.
+const (
+	// grpcService is the KServe v2 (Open Inference Protocol) service, which
+	// Triton shares.
+	grpcService         = "inference.GRPCInferenceService"
+	tfPredictionService = "tensorflow.serving.PredictionService"
+	tfModelService      = "tensorflow.serving.ModelService"
+	tsInferenceService  = "org.pytorch.serve.grpc.inference.InferenceAPIsService"
+	tsManagementService = "org.pytorch.serve.grpc.management.ManagementAPIsService"
+)
 
 // GRPCRoute recognises a gRPC full method name such as
-// "/inference.GRPCInferenceService/ModelInfer". Triton's repository
-// extension is recognised too (the model is in the request body); other
-// methods of the KServe service (Triton's trace and logging extensions) are
-// kserve_v2 with method "unknown"; any other service is unknown.
+// "/inference.GRPCInferenceService/ModelInfer": the KServe v2 service with
+// Triton's repository extension, TensorFlow Serving's PredictionService and
+// ModelService, and TorchServe's inference and management services. The
+// model is in the request body (Route.Message says where). Other methods of
+// a recognised service (Triton's trace and logging extensions, TorchServe's
+// ListModels) have method "unknown"; any other service is unknown.
 func GRPCRoute(fullMethod string) Route {
 	service, method, ok := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/")
-	if !ok || service != grpcService {
+	if !ok {
 		return unknownRoute
 	}
+	switch service {
+	case grpcService:
+		return kserveGRPCRoute(method)
+	case tfPredictionService, tfModelService:
+		return tfGRPCRoute(service, method)
+	case tsInferenceService, tsManagementService:
+		return torchServeGRPCRoute(service, method)
+	}
+	return unknownRoute
+}
+
+// kserveGRPCRoute reads a method of the KServe v2 service.
+func kserveGRPCRoute(method string) Route {
 	r := Route{API: record.APIKServeV2, Method: MethodUnknown}
 	switch method {
 	case "ModelInfer":
@@ -101,6 +128,57 @@ func GRPCRoute(fullMethod string) Route {
 		r.Method, r.Message = MethodRepositoryUnload, KindRepositoryRequest
 	}
 	return r
+}
+
+// tfGRPCRoute reads a method of TensorFlow Serving's PredictionService or
+// ModelService. GetModelStatus is the gRPC form of REST's GET
+// /v1/models/{m}, recorded as that is: model_ready.
+func tfGRPCRoute(service, method string) Route {
+	r := Route{API: record.APITFServing, Method: MethodUnknown}
+	switch service + "/" + method {
+	case tfPredictionService + "/Predict":
+		r.Method, r.Infer = MethodPredict, true
+		r.Message, r.Reply = KindTFPredictRequest, KindTFPredictResponse
+	case tfPredictionService + "/Classify":
+		r.Method, r.Infer, r.Message, r.Reply = MethodClassify, true, KindTFRequest, KindTFResponse
+	case tfPredictionService + "/Regress":
+		r.Method, r.Infer, r.Message, r.Reply = MethodRegress, true, KindTFRequest, KindTFResponse
+	case tfPredictionService + "/MultiInference":
+		r.Method, r.Infer, r.Message = MethodMultiInference, true, KindTFMultiRequest
+	case tfPredictionService + "/GetModelMetadata":
+		r.Method, r.Message = MethodModelMetadata, KindTFRequest
+	case tfModelService + "/GetModelStatus":
+		r.Method, r.Message, r.Reply = MethodModelReady, KindTFRequest, KindTFStatusResponse
+	}
+	return r
+}
+
+// torchServeGRPCRoute reads a method of TorchServe's inference or
+// management service.
+func torchServeGRPCRoute(service, method string) Route {
+	r := Route{API: record.APITorchServe, Method: MethodUnknown}
+	switch service + "/" + method {
+	case tsInferenceService + "/Predictions":
+		r.Method, r.Infer, r.Message = MethodPredict, true, KindTSRequest
+	case tsInferenceService + "/StreamPredictions", tsInferenceService + "/StreamPredictions2":
+		r.Method, r.Infer, r.Message = MethodStreamPredict, true, KindTSRequest
+	case tsInferenceService + "/Ping":
+		r.Method = MethodHealth
+	case tsManagementService + "/DescribeModel":
+		r.Method, r.Message = MethodModelMetadata, KindTSRequest
+	case tsManagementService + "/UnregisterModel":
+		r.Method, r.Message = MethodRepositoryUnload, KindTSRequest
+	case tsManagementService + "/ScaleWorker", tsManagementService + "/SetDefault":
+		r.Message = KindTSRequest // model_name = 1, model_version = 2 too
+	}
+	return r
+}
+
+// Streaming says the method streams by definition (not merely when a call
+// carries several messages): KServe's ModelStreamInfer and TorchServe's
+// StreamPredictions.
+func (r Route) Streaming() bool {
+	return r.Method == MethodStreamInfer || r.Method == MethodStreamPredict
 }
 
 // HTTPRoute recognises an HTTP request from its method and path. The path may

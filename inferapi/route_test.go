@@ -24,7 +24,27 @@ func TestGRPCRoute(t *testing.T) {
 		{"/inference.GRPCInferenceService/RepositoryModelLoad", Route{API: record.APIKServeV2, Method: MethodRepositoryLoad, Message: KindRepositoryRequest}},
 		{"/inference.GRPCInferenceService/RepositoryModelUnload", Route{API: record.APIKServeV2, Method: MethodRepositoryUnload, Message: KindRepositoryRequest}},
 		{"/inference.GRPCInferenceService/LogSettings", Route{API: record.APIKServeV2, Method: MethodUnknown}},
-		{"/tensorflow.serving.PredictionService/Predict", unknownRoute},
+		// TensorFlow Serving.
+		{"/tensorflow.serving.PredictionService/Predict", Route{API: record.APITFServing, Method: MethodPredict, Infer: true, Message: KindTFPredictRequest, Reply: KindTFPredictResponse}},
+		{"/tensorflow.serving.PredictionService/Classify", Route{API: record.APITFServing, Method: MethodClassify, Infer: true, Message: KindTFRequest, Reply: KindTFResponse}},
+		{"/tensorflow.serving.PredictionService/Regress", Route{API: record.APITFServing, Method: MethodRegress, Infer: true, Message: KindTFRequest, Reply: KindTFResponse}},
+		{"/tensorflow.serving.PredictionService/MultiInference", Route{API: record.APITFServing, Method: MethodMultiInference, Infer: true, Message: KindTFMultiRequest}},
+		{"/tensorflow.serving.PredictionService/GetModelMetadata", Route{API: record.APITFServing, Method: MethodModelMetadata, Message: KindTFRequest}},
+		{"/tensorflow.serving.ModelService/GetModelStatus", Route{API: record.APITFServing, Method: MethodModelReady, Message: KindTFRequest, Reply: KindTFStatusResponse}},
+		{"/tensorflow.serving.ModelService/HandleReloadConfigRequest", Route{API: record.APITFServing, Method: MethodUnknown}},
+		{"/tensorflow.serving.ModelService/Predict", Route{API: record.APITFServing, Method: MethodUnknown}},
+		{"/tensorflow.serving.SessionService/SessionRun", unknownRoute},
+		// TorchServe.
+		{"/org.pytorch.serve.grpc.inference.InferenceAPIsService/Predictions", Route{API: record.APITorchServe, Method: MethodPredict, Infer: true, Message: KindTSRequest}},
+		{"/org.pytorch.serve.grpc.inference.InferenceAPIsService/StreamPredictions", Route{API: record.APITorchServe, Method: MethodStreamPredict, Infer: true, Message: KindTSRequest}},
+		{"/org.pytorch.serve.grpc.inference.InferenceAPIsService/StreamPredictions2", Route{API: record.APITorchServe, Method: MethodStreamPredict, Infer: true, Message: KindTSRequest}},
+		{"/org.pytorch.serve.grpc.inference.InferenceAPIsService/Ping", Route{API: record.APITorchServe, Method: MethodHealth}},
+		{"/org.pytorch.serve.grpc.management.ManagementAPIsService/DescribeModel", Route{API: record.APITorchServe, Method: MethodModelMetadata, Message: KindTSRequest}},
+		{"/org.pytorch.serve.grpc.management.ManagementAPIsService/UnregisterModel", Route{API: record.APITorchServe, Method: MethodRepositoryUnload, Message: KindTSRequest}},
+		{"/org.pytorch.serve.grpc.management.ManagementAPIsService/ScaleWorker", Route{API: record.APITorchServe, Method: MethodUnknown, Message: KindTSRequest}},
+		{"/org.pytorch.serve.grpc.management.ManagementAPIsService/RegisterModel", Route{API: record.APITorchServe, Method: MethodUnknown}},
+		{"/org.pytorch.serve.grpc.management.ManagementAPIsService/ListModels", Route{API: record.APITorchServe, Method: MethodUnknown}},
+		{"/org.pytorch.serve.grpc.inference.ManagementAPIsService/DescribeModel", unknownRoute},
 		{"/grpc.health.v1.Health/Check", unknownRoute},
 		{"", unknownRoute},
 		{"/", unknownRoute},
@@ -135,6 +155,21 @@ func TestHTTPRoute(t *testing.T) {
 	for _, tt := range tests {
 		if got := HTTPRoute(tt.method, tt.path, tt.hint); got != tt.want {
 			t.Errorf("HTTPRoute(%q, %q, %q) = %+v, want %+v", tt.method, tt.path, tt.hint, got, tt.want)
+		}
+	}
+}
+
+func TestRouteStreaming(t *testing.T) {
+	for path, want := range map[string]bool{
+		"/inference.GRPCInferenceService/ModelStreamInfer":                          true,
+		"/org.pytorch.serve.grpc.inference.InferenceAPIsService/StreamPredictions":  true,
+		"/org.pytorch.serve.grpc.inference.InferenceAPIsService/StreamPredictions2": true,
+		"/inference.GRPCInferenceService/ModelInfer":                                false,
+		"/org.pytorch.serve.grpc.inference.InferenceAPIsService/Predictions":        false,
+		"/tensorflow.serving.PredictionService/Predict":                             false,
+	} {
+		if got := GRPCRoute(path).Streaming(); got != want {
+			t.Errorf("GRPCRoute(%q).Streaming() = %v, want %v", path, got, want)
 		}
 	}
 }

@@ -40,6 +40,7 @@ var inferMethods = map[string]bool{
 	inferapi.MethodExplain: true, inferapi.MethodClassify: true, inferapi.MethodRegress: true,
 	inferapi.MethodCompletions: true, inferapi.MethodChatCompletions: true, inferapi.MethodEmbeddings: true,
 	inferapi.MethodResponses: true, inferapi.MethodGenerate: true, inferapi.MethodGenerateStream: true,
+	inferapi.MethodMultiInference: true, inferapi.MethodStreamPredict: true,
 }
 
 // readiness is what the tracker last learned of a model's state.

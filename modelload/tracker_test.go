@@ -73,6 +73,20 @@ func TestTracker(t *testing.T) {
 			},
 		},
 		{
+			name: "TorchServe's StreamPredictions and TF Serving's MultiInference run the model: cold calls too",
+			calls: []call{
+				load(0, 10), {method: inferapi.MethodStreamPredict, model: "m", version: "1", at: 20, dur: 6}, infer(30, 1),
+				load(40, 10), {method: inferapi.MethodMultiInference, model: "m", version: "1", at: 60, dur: 4}, infer(70, 1),
+			},
+			want: map[string]string{
+				`inferwatch_model_load_seconds_count{model="m",version="unknown",kind="initial"}`: "1",
+				`inferwatch_model_load_seconds_count{model="m",version="unknown",kind="reload"}`:  "1",
+				`inferwatch_model_cold_request_duration_seconds_count{model="m",version="1"}`:     "2",
+				`inferwatch_model_cold_request_duration_seconds_sum{model="m",version="1"}`:       "0.01",
+				`inferwatch_model_ready{model="m"}`:                                               "1",
+			},
+		},
+		{
 			name:  "a model seen serving is reloaded, not loaded",
 			calls: []call{infer(0, 3), load(10, 20), infer(40, 9)},
 			want: map[string]string{

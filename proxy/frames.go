@@ -86,6 +86,7 @@ func (h *Handler) Open(start time.Time, fields []hpack.HeaderField) (h2.Watcher,
 		fc.route = inferapi.HTTPRoute(method, path, h.o.APIHint)
 	}
 	c.API, c.Method, c.Model, c.Version = fc.route.API, fc.route.Method, fc.route.Model, fc.route.Version
+	c.Stream = fc.route.Streaming()
 	if h.o.Trace != nil {
 		fields = traceFields(h.o.Trace, c, h.o.Route, fields)
 	}

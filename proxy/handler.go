@@ -108,6 +108,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cl.route = inferapi.HTTPRoute(r.Method, r.URL.Path, h.o.APIHint)
 	}
 	c.API, c.Method, c.Model, c.Version = cl.route.API, cl.route.Method, cl.route.Model, cl.route.Version
+	c.Stream = cl.route.Streaming()
 	cl.body = &requestBody{src: r.Body, start: start}
 	reqKind, respKind := cl.route.Message, cl.route.Reply
 	if cl.grpc {
@@ -354,10 +355,18 @@ func nearDeadline(deadline time.Time, timeout time.Duration) bool {
 
 func (cl *call) pastDeadline() bool { return nearDeadline(cl.deadline, cl.timeout) }
 
-// unaryGRPC reports whether a gRPC route is known to be unary: the KServe v2
-// methods other than ModelStreamInfer. Unknown services may stream.
+// unaryGRPC reports whether a gRPC route is known to be unary: the methods
+// of the services GRPCRoute recognises that do not stream (of KServe v2,
+// whose other methods are all unary, the unrecognised ones too). Unknown
+// services and methods may stream.
 func unaryGRPC(rt inferapi.Route) bool {
-	return rt.API == record.APIKServeV2 && rt.Method != "stream_infer"
+	switch rt.API {
+	case record.APIKServeV2:
+		return !rt.Streaming()
+	case record.APITFServing, record.APITorchServe:
+		return rt.Method != inferapi.MethodUnknown && !rt.Streaming()
+	}
+	return false
 }
 
 // fail answers a call whose upstream exchange failed before any response.

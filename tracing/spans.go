@@ -76,18 +76,43 @@ type callSpans struct {
 	spans      []spanData
 }
 
-var grpcMethods = map[string]string{
-	"infer":           "ModelInfer",
-	"stream_infer":    "ModelStreamInfer",
-	"model_metadata":  "ModelMetadata",
-	"model_ready":     "ModelReady",
-	"server_live":     "ServerLive",
-	"server_ready":    "ServerReady",
-	"server_metadata": "ServerMetadata",
-	"statistics":      "ModelStatistics",
+// grpcNames maps a recognised gRPC call's API and method back to the
+// service and method on the wire, for span names and rpc.* attributes (the
+// record keeps no path, and each pair fixes both).
+var grpcNames = map[[2]string][2]string{
+	{record.APIKServeV2, "infer"}:                       {kserveService, "ModelInfer"},
+	{record.APIKServeV2, "stream_infer"}:                {kserveService, "ModelStreamInfer"},
+	{record.APIKServeV2, "model_metadata"}:              {kserveService, "ModelMetadata"},
+	{record.APIKServeV2, "model_ready"}:                 {kserveService, "ModelReady"},
+	{record.APIKServeV2, "server_live"}:                 {kserveService, "ServerLive"},
+	{record.APIKServeV2, "server_ready"}:                {kserveService, "ServerReady"},
+	{record.APIKServeV2, "server_metadata"}:             {kserveService, "ServerMetadata"},
+	{record.APIKServeV2, "statistics"}:                  {kserveService, "ModelStatistics"},
+	{record.APIKServeV2, record.MethodRepositoryIndex}:  {kserveService, "RepositoryIndex"},
+	{record.APIKServeV2, record.MethodRepositoryLoad}:   {kserveService, "RepositoryModelLoad"},
+	{record.APIKServeV2, record.MethodRepositoryUnload}: {kserveService, "RepositoryModelUnload"},
+
+	{record.APITFServing, "predict"}:         {tfPredictionService, "Predict"},
+	{record.APITFServing, "classify"}:        {tfPredictionService, "Classify"},
+	{record.APITFServing, "regress"}:         {tfPredictionService, "Regress"},
+	{record.APITFServing, "multi_inference"}: {tfPredictionService, "MultiInference"},
+	{record.APITFServing, "model_metadata"}:  {tfPredictionService, "GetModelMetadata"},
+	{record.APITFServing, "model_ready"}:     {"tensorflow.serving.ModelService", "GetModelStatus"},
+
+	{record.APITorchServe, "predict"}:                     {tsInferenceService, "Predictions"},
+	{record.APITorchServe, "health"}:                      {tsInferenceService, "Ping"},
+	{record.APITorchServe, "model_metadata"}:              {tsManagementService, "DescribeModel"},
+	{record.APITorchServe, record.MethodRepositoryUnload}: {tsManagementService, "UnregisterModel"},
+	// stream_predict is StreamPredictions or StreamPredictions2: no method.
+	{record.APITorchServe, "stream_predict"}: {tsInferenceService, ""},
 }
 
-const kserveGRPCService = "inference.GRPCInferenceService"
+const (
+	kserveService       = "inference.GRPCInferenceService"
+	tfPredictionService = "tensorflow.serving.PredictionService"
+	tsInferenceService  = "org.pytorch.serve.grpc.inference.InferenceAPIsService"
+	tsManagementService = "org.pytorch.serve.grpc.management.ManagementAPIsService"
+)
 
 // httpRoute derives the HTTP method and route template of a recognised HTTP
 // call from its API and method: the record keeps no path, and the route
@@ -158,8 +183,8 @@ func httpRoute(c *record.Call) (method, route string, ok bool) {
 // "POST /v2/models/{model}/infer" for HTTP (OTel's "{method} {route}").
 func callName(c *record.Call) string {
 	if c.Protocol == record.ProtocolGRPC {
-		m := grpcMethods[c.Method]
-		if c.API != record.APIKServeV2 || m == "" {
+		m := grpcNames[[2]string{c.API, c.Method}][1]
+		if m == "" {
 			m = c.Method
 		}
 		if c.Model != "" {
@@ -202,11 +227,13 @@ func callAttributes(c *record.Call, host *record.HostFacts, tail string) []attri
 	a := make([]attribute.KeyValue, 0, 32)
 	if c.Protocol == record.ProtocolGRPC {
 		a = append(a, attribute.String("rpc.system", "grpc"))
-		if c.API == record.APIKServeV2 {
-			a = append(a, attribute.String("rpc.service", kserveGRPCService))
-			if m := grpcMethods[c.Method]; m != "" {
-				a = append(a, attribute.String("rpc.method", m))
+		if n, ok := grpcNames[[2]string{c.API, c.Method}]; ok {
+			a = append(a, attribute.String("rpc.service", n[0]))
+			if n[1] != "" {
+				a = append(a, attribute.String("rpc.method", n[1]))
 			}
+		} else if c.API == record.APIKServeV2 {
+			a = append(a, attribute.String("rpc.service", kserveService))
 		}
 		if n, ok := record.GRPCCodeNumber(c.Code); ok {
 			a = append(a, attribute.Int("rpc.grpc.status_code", n))

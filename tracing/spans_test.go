@@ -387,3 +387,32 @@ func TestHTTPRouteTemplates(t *testing.T) {
 		}
 	}
 }
+
+func TestGRPCNames(t *testing.T) {
+	for _, tc := range []struct {
+		api, method, model string
+		name, service, rpc string
+	}{
+		{record.APIKServeV2, "infer", "m", "inference ModelInfer m", "inference.GRPCInferenceService", "ModelInfer"},
+		{record.APIKServeV2, record.MethodRepositoryLoad, "m", "inference RepositoryModelLoad m", "inference.GRPCInferenceService", "RepositoryModelLoad"},
+		{record.APIKServeV2, "unknown", "", "inference unknown", "inference.GRPCInferenceService", ""},
+		{record.APITFServing, "predict", "resnet", "inference Predict resnet", "tensorflow.serving.PredictionService", "Predict"},
+		{record.APITFServing, "model_ready", "resnet", "inference GetModelStatus resnet", "tensorflow.serving.ModelService", "GetModelStatus"},
+		{record.APITorchServe, "predict", "bert", "inference Predictions bert", "org.pytorch.serve.grpc.inference.InferenceAPIsService", "Predictions"},
+		{record.APITorchServe, "stream_predict", "llama", "inference stream_predict llama", "org.pytorch.serve.grpc.inference.InferenceAPIsService", ""},
+		{record.APITorchServe, "unknown", "", "inference unknown", "", ""},
+		{record.APIUnknown, "unknown", "", "inference unknown", "", ""},
+	} {
+		c := &record.Call{Protocol: record.ProtocolGRPC, API: tc.api, Method: tc.method, Model: tc.model, Code: "OK"}
+		if got := callName(c); got != tc.name {
+			t.Errorf("%s %s: span name %q, want %q", tc.api, tc.method, got, tc.name)
+		}
+		attrs := map[string]string{}
+		for _, a := range callAttributes(c, nil, "") {
+			attrs[string(a.Key)] = a.Value.String()
+		}
+		if attrs["rpc.service"] != tc.service || attrs["rpc.method"] != tc.rpc {
+			t.Errorf("%s %s: rpc.service %q rpc.method %q, want %q %q", tc.api, tc.method, attrs["rpc.service"], attrs["rpc.method"], tc.service, tc.rpc)
+		}
+	}
+}
