@@ -19,8 +19,8 @@ func TestBatchSize(t *testing.T) {
 		{[]int64{math.MaxInt32 + 1}, 0},
 	}
 	for _, tt := range tests {
-		if got := batchSize(tt.shape); got != tt.want {
-			t.Errorf("batchSize(%v) = %d, want %d", tt.shape, got, tt.want)
+		if got := BatchSize(tt.shape); got != tt.want {
+			t.Errorf("BatchSize(%v) = %d, want %d", tt.shape, got, tt.want)
 		}
 	}
 }

@@ -179,6 +179,8 @@ type GRPCScanner struct {
 	raw      [record.MaxTensors]int64
 	nraw     int // raw contents seen
 	ready    record.Readiness
+	dimKept  bool // the TensorFlow Dim being read has its place in dims
+	taskSeen bool // a MultiInferenceRequest's first task was read
 
 	// Heads: the first bytes of every message, for a per-message callback.
 	headMax int
@@ -529,8 +531,12 @@ func (s *GRPCScanner) onVarint(v uint64) bool {
 // varintField acts on a varint field just read, outside any group.
 func (s *GRPCScanner) varintField(v uint64) {
 	switch typ := s.levels[s.depth-1].typ; {
-	case typ == mTensor && s.field == 3, typ == mTFDim && s.field == 1:
-		s.dim(int64(v)) // an unpacked KServe dimension, or a TensorFlow one
+	case typ == mTensor && s.field == 3:
+		s.dim(int64(v)) // an unpacked dimension
+	case typ == mTFDim && s.field == 1:
+		if s.dimKept {
+			s.dims[len(s.dims)-1] = int64(v)
+		}
 	case typ == mReady && s.field == 1:
 		s.ready = record.ReadyNo
 		if v != 0 {
@@ -622,7 +628,10 @@ func (s *GRPCScanner) lengthDelimited(n int64) {
 			s.tensor(mTFEntry, n)
 		}
 	case mTFMulti:
-		if f == 1 {
+		// The first task's model: TF Serving asks every task to name the
+		// same one.
+		if f == 1 && !s.taskSeen {
+			s.taskSeen = true
 			s.push(mTFTask, n)
 		}
 	case mModelSpec:
@@ -650,6 +659,9 @@ func (s *GRPCScanner) lengthDelimited(n int64) {
 		}
 	case mTFShape:
 		if f == 2 {
+			// A size of 0 is absent on the wire (proto3): the dimension
+			// is kept as 0 until its size, if any, arrives.
+			s.dimKept = s.dim(0)
 			s.push(mTFDim, n)
 		}
 	case mTFStatus:
@@ -730,13 +742,16 @@ func (s *GRPCScanner) keep(p []byte) {
 	dst.n += int32(len(p))
 }
 
-// dim appends a shape dimension to the current tensor, up to maxDims.
-func (s *GRPCScanner) dim(d int64) {
+// dim appends a shape dimension to the current tensor, up to maxDims, and
+// reports whether it was kept.
+func (s *GRPCScanner) dim(d int64) bool {
 	t := &s.tensors[s.cur]
 	if t.dims < maxDims {
 		s.dims = append(s.dims, d)
 		t.dims++
+		return true
 	}
+	return false
 }
 
 // FillRequest records what the request stream said: the message count, the
@@ -757,7 +772,7 @@ func (s *GRPCScanner) FillRequest(c *record.Call) {
 	s.fillTensors(c.AddInput)
 	c.InputCount += s.ntensors - min(s.ntensors, record.MaxTensors)
 	if t := s.tensors[0]; s.ntensors > 0 && t.dims > 0 {
-		c.BatchSize = batchSize(s.dims[t.dimOff : t.dimOff+t.dims])
+		c.BatchSize = BatchSize(s.dims[t.dimOff : t.dimOff+t.dims])
 	}
 }
 

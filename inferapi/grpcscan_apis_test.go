@@ -2,6 +2,8 @@ package inferapi
 
 import (
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -90,6 +92,9 @@ func TestGRPCScannerTFServing(t *testing.T) {
 		{"unknown dtype, scalar", KindTFPredictRequest, frame(false, marshal(t, &tfserving.PredictRequest{ModelSpec: tfSpec("m", 0),
 			Inputs: map[string]*tfserving.TensorProto{"s": {Dtype: 99, StringVal: [][]byte{[]byte("abc"), []byte("de")}}}})),
 			call(record.Call{Model: "m", RequestMessages: 1}, []record.Tensor{{Name: "s", Bytes: 5}}, nil)},
+		{"a zero dimension (absent on the wire) is kept", KindTFPredictRequest, frame(false, marshal(t, &tfserving.PredictRequest{ModelSpec: tfSpec("m", 0),
+			Inputs: map[string]*tfserving.TensorProto{"empty": {Dtype: tfserving.DataType_DT_FLOAT, TensorShape: tfShape(0, 3)}}})),
+			call(record.Call{Model: "m", RequestMessages: 1}, []record.Tensor{{Name: "empty", Datatype: "FP32", Shape: []int64{0, 3}}}, nil)},
 		{"predict response: the version that served", KindTFPredictResponse, frame(false, marshal(t, &tfserving.PredictResponse{
 			ModelSpec: tfSpec("resnet", 7),
 			Outputs:   map[string]*tfserving.TensorProto{"scores": {Dtype: tfserving.DataType_DT_FLOAT, TensorShape: tfShape(2, 10), FloatVal: make([]float32, 20)}},
@@ -107,6 +112,10 @@ func TestGRPCScannerTFServing(t *testing.T) {
 			Tasks: []*tfserving.InferenceTask{{ModelSpec: tfSpec("heads", 0), MethodName: "tensorflow/serving/classify"}, {ModelSpec: tfSpec("heads", 0), MethodName: "tensorflow/serving/regress"}},
 		})),
 			record.Call{Model: "heads", RequestMessages: 1}},
+		{"multi-inference request: the first task, however many follow", KindTFMultiRequest, frame(false, marshal(t, &tfserving.MultiInferenceRequest{
+			Tasks: append([]*tfserving.InferenceTask{{ModelSpec: tfSpec("heads", 5)}}, slices.Repeat([]*tfserving.InferenceTask{{ModelSpec: tfSpec(strings.Repeat("h", 250), 6)}}, 40)...),
+		})),
+			record.Call{Model: "heads", Version: "5", RequestMessages: 1}},
 		{"status: one version available", KindTFStatusResponse, frame(false, marshal(t, &tfserving.GetModelStatusResponse{ModelVersionStatus: []*tfserving.ModelVersionStatus{
 			{Version: 1, State: tfserving.ModelVersionStatus_END}, {Version: 2, State: tfserving.ModelVersionStatus_AVAILABLE}, {Version: 3, State: tfserving.ModelVersionStatus_LOADING},
 		}})),

@@ -197,7 +197,7 @@ func decodeV2(h http.Header, body []byte, truncated bool, c *record.Call, respon
 						t.Bytes = t.elems * size
 					}
 					if first && !response {
-						c.BatchSize = batchSize(t.Shape)
+						c.BatchSize = BatchSize(t.Shape)
 					}
 					first = false
 					add(t.Tensor)
@@ -329,7 +329,7 @@ func decodeV1(h http.Header, body []byte, truncated bool, c *record.Call, respon
 			t.Shape = dims
 		}
 		if first && !response {
-			c.BatchSize = batchSize(t.Shape)
+			c.BatchSize = BatchSize(t.Shape)
 		}
 		first = false
 		add(t)

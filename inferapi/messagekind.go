@@ -22,7 +22,7 @@ const (
 	KindTFResponse        // Classification/RegressionResponse: model_spec = 2
 	KindTFPredictRequest  // PredictRequest: model_spec = 1, inputs = 2 (map<string, TensorProto>)
 	KindTFPredictResponse // PredictResponse: outputs = 1 (map<string, TensorProto>), model_spec = 2
-	KindTFMultiRequest    // MultiInferenceRequest: tasks = 1, each with model_spec = 1
+	KindTFMultiRequest    // MultiInferenceRequest: tasks = 1, the first one's model_spec = 1
 	KindTFStatusResponse  // GetModelStatusResponse: model_version_status = 1, each with state = 2
 
 	// KindTSRequest is TorchServe's PredictionsRequest (model_name = 1,
