@@ -26,14 +26,15 @@ type rpcKey struct{}
 // rpcState is touched only by grpc-go's stats callbacks, which for one RPC
 // arrive in order from the goroutines serving it.
 type rpcState struct {
-	c *record.Call
+	c  *record.Call
+	rt inferapi.Route // what the messages are
 }
 
 // TagRPC starts the record.
 func (h *StatsHandler) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
 	rt := inferapi.GRPCRoute(info.FullMethodName)
 	c := &record.Call{Start: time.Now(), Protocol: record.ProtocolGRPC, API: rt.API, Method: rt.Method, Model: rt.Model, Version: rt.Version}
-	return context.WithValue(ctx, rpcKey{}, &rpcState{c: c})
+	return context.WithValue(ctx, rpcKey{}, &rpcState{c: c, rt: rt})
 }
 
 // HandleRPC records each event of the RPC.
@@ -49,35 +50,58 @@ func (h *StatsHandler) HandleRPC(ctx context.Context, s stats.RPCStats) {
 		}
 		return 1 // reached, even if within the clock's resolution
 	}
+	// A server receives the requests and sends the responses; a client
+	// sends the requests and receives the responses. On a server the
+	// handler (the upstream) runs once the last request arrived; on a
+	// client the server does from the start.
+	request := func(payload any, wire int, t time.Time) {
+		c.RequestMessages++
+		c.RequestBytes += int64(wire)
+		c.RequestEnd = at(t)
+		c.UpstreamSent = c.RequestEnd
+		if c.UpstreamStart == 0 {
+			c.UpstreamStart = c.RequestEnd
+		}
+		if c.RequestMessages == 1 {
+			fillFirst(c, st.rt.Message, payload)
+		}
+	}
+	response := func(payload any, wire int, t time.Time) {
+		c.ResponseMessages++
+		c.ResponseBytes += int64(wire)
+		if c.FirstByte == 0 {
+			c.FirstByte = at(t)
+		}
+		c.ResponseEnd = at(t)
+		if c.ResponseMessages == 1 {
+			fillFirst(c, st.rt.Reply, payload)
+		}
+	}
 	switch e := s.(type) {
 	case *stats.Begin:
 		c.Start = e.BeginTime
-	case *stats.InPayload:
-		c.RequestMessages++
-		c.RequestBytes += int64(e.WireLength)
-		c.RequestEnd = at(e.RecvTime)
-		c.UpstreamSent = c.RequestEnd
-		c.UpstreamStart = c.RequestEnd
-		if c.RequestMessages == 1 {
-			if m, ok := e.Payload.(*inference.ModelInferRequest); ok {
-				fillRequest(c, m)
-			}
+		if e.Client {
+			c.UpstreamStart = 1
 		}
-	case *stats.OutHeader:
-		if c.FirstByte == 0 {
-			c.FirstByte = at(time.Now())
+	case *stats.InPayload:
+		if e.Client {
+			response(e.Payload, e.WireLength, e.RecvTime)
+		} else {
+			request(e.Payload, e.WireLength, e.RecvTime)
 		}
 	case *stats.OutPayload:
-		c.ResponseMessages++
-		c.ResponseBytes += int64(e.WireLength)
-		if c.FirstByte == 0 {
-			c.FirstByte = at(e.SentTime)
+		if e.Client {
+			request(e.Payload, e.WireLength, e.SentTime)
+		} else {
+			response(e.Payload, e.WireLength, e.SentTime)
 		}
-		c.ResponseEnd = at(e.SentTime)
-		if c.ResponseMessages == 1 {
-			if m, ok := e.Payload.(*inference.ModelInferResponse); ok {
-				fillResponse(c, m)
-			}
+	case *stats.OutHeader: // a server's response headers going out
+		if !e.Client && c.FirstByte == 0 {
+			c.FirstByte = at(time.Now())
+		}
+	case *stats.InHeader: // a client's response headers arriving
+		if e.Client && c.FirstByte == 0 {
+			c.FirstByte = at(time.Now())
 		}
 	case *stats.End:
 		c.End = at(e.EndTime)
@@ -85,7 +109,8 @@ func (h *StatsHandler) HandleRPC(ctx context.Context, s stats.RPCStats) {
 			c.ResponseEnd = c.End
 		}
 		c.Code = grpcCode(e.Error)
-		c.Stream = c.RequestMessages > 1 || c.ResponseMessages > 1
+		c.ErrorKind = errorKind(c.Code, e.Client, ctx.Err() != nil)
+		c.Stream = st.rt.Streaming() || c.RequestMessages > 1 || c.ResponseMessages > 1
 		h.pipeline.Submit(c)
 	}
 }
@@ -109,8 +134,8 @@ func fillRequest(c *record.Call, m *inference.ModelInferRequest) {
 		if i < len(m.RawInputContents) {
 			t.Bytes = int64(len(m.RawInputContents[i]))
 		}
-		if i == 0 && len(in.Shape) > 0 {
-			c.BatchSize = int(in.Shape[0])
+		if i == 0 {
+			c.BatchSize = inferapi.BatchSize(in.Shape)
 		}
 		c.AddInput(t)
 	}

@@ -52,38 +52,50 @@ func traceHeader(md metadata.MD) http.Header {
 	return h
 }
 
-// begin starts a gRPC record of fullMethod.
-func (r *Recorder) begin(fullMethod string) *record.Call {
+// begin starts a gRPC record of fullMethod; the route says what its
+// messages are.
+func (r *Recorder) begin(fullMethod string) (*record.Call, inferapi.Route) {
 	rt := inferapi.GRPCRoute(fullMethod)
 	return &record.Call{Start: time.Now(), Protocol: record.ProtocolGRPC, API: rt.API, Method: rt.Method,
-		Model: rt.Model, Version: rt.Version, Stream: rt.Method == "stream_infer"}
+		Model: rt.Model, Version: rt.Version, Stream: rt.Streaming()}, rt
 }
 
-// request counts one request message and, for the first, reads its tensors.
-func request(c *record.Call, m any) {
+// request counts one request message and, for the first, reads what it
+// says (rt.Message): model, version, tensors.
+func request(c *record.Call, rt inferapi.Route, m any) {
 	c.RequestMessages++
 	c.RequestBytes += wireLen(m)
 	if c.RequestMessages == 1 {
-		if mr, ok := m.(*inference.ModelInferRequest); ok {
-			fillRequest(c, mr)
-		}
+		fillFirst(c, rt.Message, m)
 	}
 }
 
-// response counts one response message and, for the first, reads its tensors.
-func response(c *record.Call, m any) {
+// response counts one response message and, for the first, reads what it
+// says (rt.Reply): tensors, readiness.
+func response(c *record.Call, rt inferapi.Route, m any) {
 	c.ResponseMessages++
 	c.ResponseBytes += wireLen(m)
 	if c.ResponseMessages == 1 {
-		switch mr := m.(type) {
-		case *inference.ModelInferResponse:
-			fillResponse(c, mr)
-		case *inference.ModelStreamInferResponse:
-			if ir := mr.GetInferResponse(); ir != nil {
-				fillResponse(c, ir)
-			}
+		fillFirst(c, rt.Reply, m)
+	}
+}
+
+// errorKind is the kind of failure a call that ended with code was, seen
+// from a client or a server (whose context ended: ctxDone).
+func errorKind(code string, client, ctxDone bool) record.ErrorKind {
+	switch code {
+	case "CANCELLED":
+		if client || ctxDone {
+			return record.ErrClientCancel
+		}
+	case "DEADLINE_EXCEEDED":
+		return record.ErrTimeout
+	case "UNAVAILABLE":
+		if client {
+			return record.ErrUpstreamUnavailable
 		}
 	}
+	return record.ErrNone
 }
 
 // end fills the status and submits the record.
@@ -95,18 +107,7 @@ func (r *Recorder) end(ctx context.Context, c *record.Call, err error, client bo
 		c.ResponseEnd = c.End
 	}
 	c.Code = grpcCode(err)
-	switch c.Code {
-	case "CANCELLED":
-		if client || ctx.Err() != nil {
-			c.ErrorKind = record.ErrClientCancel
-		}
-	case "DEADLINE_EXCEEDED":
-		c.ErrorKind = record.ErrTimeout
-	case "UNAVAILABLE":
-		if client {
-			c.ErrorKind = record.ErrUpstreamUnavailable
-		}
-	}
+	c.ErrorKind = errorKind(c.Code, client, ctx.Err() != nil)
 	c.Stream = c.Stream || c.RequestMessages > 1 || c.ResponseMessages > 1
 	r.pipeline.Submit(c)
 }
@@ -117,8 +118,8 @@ func (r *Recorder) end(ctx context.Context, c *record.Call, err error, client bo
 // phases are the server's own (no network share).
 func (r *Recorder) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		c := r.begin(info.FullMethod)
-		request(c, req)
+		c, rt := r.begin(info.FullMethod)
+		request(c, rt, req)
 		c.RequestEnd, c.UpstreamStart, c.UpstreamSent = 1, 1, 1
 		r.serverTrace(ctx, c)
 		defer r.endOnPanic(ctx, c)
@@ -126,7 +127,7 @@ func (r *Recorder) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 		c.FirstByte = since(c)
 		c.ResponseEnd, c.End = c.FirstByte, c.FirstByte
 		if err == nil {
-			response(c, resp)
+			response(c, rt, resp)
 		}
 		r.end(ctx, c, err, false)
 		return resp, err
@@ -159,11 +160,11 @@ func (r *Recorder) serverTrace(ctx context.Context, c *record.Call) {
 // response message, last message.
 func (r *Recorder) StreamServerInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		c := r.begin(info.FullMethod)
+		c, rt := r.begin(info.FullMethod)
 		c.Stream = true
 		c.UpstreamStart = 1
 		r.serverTrace(ss.Context(), c)
-		w := &serverStream{ServerStream: ss, c: c, t: trackStream(c)}
+		w := &serverStream{ServerStream: ss, c: c, rt: rt, t: trackStream(c)}
 		defer r.endOnPanic(ss.Context(), c)
 		err := handler(srv, w)
 		if c.RequestEnd == 0 {
@@ -180,8 +181,9 @@ func (r *Recorder) StreamServerInterceptor() grpc.StreamServerInterceptor {
 
 type serverStream struct {
 	grpc.ServerStream
-	c *record.Call
-	t *inferapi.StreamTracker // ModelStreamInfer only
+	c  *record.Call
+	rt inferapi.Route
+	t  *inferapi.StreamTracker // ModelStreamInfer only
 }
 
 // trackStream follows a ModelStreamInfer call's requests and the responses
@@ -212,7 +214,7 @@ func (s *serverStream) RecvMsg(m any) error {
 	err := s.ServerStream.RecvMsg(m)
 	switch {
 	case err == nil:
-		request(s.c, m)
+		request(s.c, s.rt, m)
 		trackRequest(s.t, m)
 	case errors.Is(err, io.EOF):
 		s.c.RequestEnd = since(s.c)
@@ -226,7 +228,7 @@ func (s *serverStream) SendMsg(m any) error {
 	}
 	err := s.ServerStream.SendMsg(m)
 	if err == nil {
-		response(s.c, m)
+		response(s.c, s.rt, m)
 		trackResponse(s.t, m)
 		s.c.ResponseEnd = since(s.c)
 	}
@@ -261,15 +263,15 @@ func (r *Recorder) clientTrace(ctx context.Context, c *record.Call) context.Cont
 // and the server), and the trace context goes out in the metadata.
 func (r *Recorder) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		c := r.begin(method)
-		request(c, req)
+		c, rt := r.begin(method)
+		request(c, rt, req)
 		c.RequestEnd, c.UpstreamStart, c.UpstreamSent = 1, 1, 1
 		ctx = r.clientTrace(ctx, c)
 		err := invoker(ctx, method, req, reply, cc, opts...)
 		c.FirstByte = since(c)
 		c.ResponseEnd, c.End = c.FirstByte, c.FirstByte
 		if err == nil {
-			response(c, reply)
+			response(c, rt, reply)
 		}
 		r.end(ctx, c, err, true)
 		return err
@@ -281,7 +283,7 @@ func (r *Recorder) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 // RecvMsg returned io.EOF or an error.
 func (r *Recorder) StreamClientInterceptor() grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		c := r.begin(method)
+		c, rt := r.begin(method)
 		c.Stream = true
 		c.UpstreamStart = 1
 		ctx = r.clientTrace(ctx, c)
@@ -290,7 +292,7 @@ func (r *Recorder) StreamClientInterceptor() grpc.StreamClientInterceptor {
 			r.end(ctx, c, err, true)
 			return nil, err
 		}
-		return &clientStream{ClientStream: cs, r: r, c: c, ctx: ctx, t: trackStream(c)}, nil
+		return &clientStream{ClientStream: cs, r: r, c: c, rt: rt, ctx: ctx, t: trackStream(c)}, nil
 	}
 }
 
@@ -298,6 +300,7 @@ type clientStream struct {
 	grpc.ClientStream
 	r    *Recorder
 	c    *record.Call
+	rt   inferapi.Route
 	ctx  context.Context
 	done bool
 	t    *inferapi.StreamTracker // ModelStreamInfer only
@@ -306,7 +309,7 @@ type clientStream struct {
 func (s *clientStream) SendMsg(m any) error {
 	err := s.ClientStream.SendMsg(m)
 	if err == nil {
-		request(s.c, m)
+		request(s.c, s.rt, m)
 		trackRequest(s.t, m)
 	}
 	return err
@@ -329,7 +332,7 @@ func (s *clientStream) RecvMsg(m any) error {
 		if s.c.FirstByte == 0 {
 			s.c.FirstByte = now
 		}
-		response(s.c, m)
+		response(s.c, s.rt, m)
 		trackResponse(s.t, m)
 		s.c.ResponseEnd = now
 		return nil

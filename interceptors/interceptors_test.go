@@ -15,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/inferwatch/inferwatch/proto/inference"
 	"github.com/inferwatch/inferwatch/record"
@@ -35,7 +36,16 @@ type echo struct {
 	inference.UnimplementedGRPCInferenceServiceServer
 }
 
-func (echo) ModelInfer(_ context.Context, r *inference.ModelInferRequest) (*inference.ModelInferResponse, error) {
+// holding hears of each ModelInfer of model "hold", which echo holds until
+// the call ends.
+var holding = make(chan struct{}, 1)
+
+func (echo) ModelInfer(ctx context.Context, r *inference.ModelInferRequest) (*inference.ModelInferResponse, error) {
+	if r.ModelName == "hold" {
+		holding <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	time.Sleep(5 * time.Millisecond)
 	return &inference.ModelInferResponse{ModelName: r.ModelName, RawOutputContents: r.RawInputContents,
 		Outputs: []*inference.ModelInferResponse_InferOutputTensor{{Name: "y", Datatype: "UINT8", Shape: []int64{2, 8}}}}, nil
@@ -72,6 +82,65 @@ func TestStatsHandlerFillsRecord(t *testing.T) {
 	if c.Model != "m" || c.Version != "2" || c.API != record.APIKServeV2 || c.Code != "OK" || c.BatchSize != 2 ||
 		c.Inputs[0].Bytes != 16 || c.OutputCount != 1 || !ok || up < 5*time.Millisecond {
 		t.Fatalf("record: %+v (upstream %v)", c, up)
+	}
+}
+
+// TestStatsHandlerOnClient: on a client (grpc.WithStatsHandler) the
+// messages it sends are the requests and those it receives the responses,
+// the reverse of a server's, and a call the client cancels is its own
+// cancel.
+func TestStatsHandlerOnClient(t *testing.T) {
+	s := grpc.NewServer()
+	inference.RegisterGRPCInferenceServiceServer(s, echo{})
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	go s.Serve(l)
+	defer s.Stop()
+	col := &collector{}
+	p := record.NewPipeline(16, col, nil)
+	cc, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStatsHandler(NewStatsHandler(p)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	req := &inference.ModelInferRequest{
+		ModelName: "m", ModelVersion: "2",
+		Inputs:           []*inference.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "UINT8", Shape: []int64{2, 8}}},
+		RawInputContents: [][]byte{make([]byte, 1000)},
+	}
+	client := inference.NewGRPCInferenceServiceClient(cc)
+	resp, err := client.ModelInfer(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	held := proto.Clone(req).(*inference.ModelInferRequest)
+	held.ModelName = "hold"
+	go func() {
+		<-holding
+		cancel()
+	}()
+	if _, err := client.ModelInfer(ctx, held); err == nil {
+		t.Fatal("a cancelled call succeeded")
+	}
+	cc.Close()
+	p.Close()
+	if len(col.recs) != 2 {
+		t.Fatalf("%d records", len(col.recs))
+	}
+	c := col.recs[0]
+	reqBytes, respBytes := int64(proto.Size(req)+5), int64(proto.Size(resp)+5)
+	if c.RequestBytes != reqBytes || c.ResponseBytes != respBytes || c.RequestMessages != 1 || c.ResponseMessages != 1 {
+		t.Errorf("bytes %d/%d, messages %d/%d: want %d/%d, 1/1", c.RequestBytes, c.ResponseBytes, c.RequestMessages, c.ResponseMessages, reqBytes, respBytes)
+	}
+	if c.Model != "m" || c.Version != "2" || c.BatchSize != 2 || c.InputCount != 1 || c.Inputs[0].Bytes != 1000 || c.OutputCount != 1 || c.Code != "OK" {
+		t.Errorf("record: %+v", c)
+	}
+	if up, ok := c.Upstream(); !ok || up < 5*time.Millisecond || c.FirstByte < c.RequestEnd || c.ResponseEnd < c.FirstByte {
+		t.Errorf("phases: upstream %v (%v), request end %v, first byte %v, response end %v", up, ok, c.RequestEnd, c.FirstByte, c.ResponseEnd)
+	}
+	if c := col.recs[1]; c.Code != "CANCELLED" || c.ErrorKind != record.ErrClientCancel {
+		t.Errorf("cancelled call: code %s, kind %q", c.Code, c.ErrorKind)
 	}
 }
 
