@@ -1,10 +1,14 @@
 package interceptors
 
 import (
+	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/inferwatch/inferwatch/inferapi"
 	"github.com/inferwatch/inferwatch/internal/callcap"
@@ -84,7 +88,12 @@ func (m *middleware) finish(c *record.Call, rw *recordingWriter, r *http.Request
 	c.ResponseEnd = c.End
 	if rw.status == 0 {
 		rw.status = http.StatusOK
-		c.FirstByte = c.End
+		if rw.hijacked && httpguts.HeaderValuesContainsToken(r.Header["Connection"], "upgrade") {
+			rw.status = http.StatusSwitchingProtocols
+		}
+		if c.FirstByte == 0 {
+			c.FirstByte = c.End
+		}
 	}
 	c.Code = strconv.Itoa(rw.status)
 	if panicked {
@@ -148,6 +157,9 @@ type recordingWriter struct {
 	capture *callcap.Prefix
 	route   inferapi.Route
 	sse     *inferapi.EventTimer // its answer is an event stream
+	// hijacked: the handler took the connection over (Hijack); what it
+	// wrote there is not counted.
+	hijacked bool
 }
 
 func (w *recordingWriter) WriteHeader(code int) {
@@ -185,6 +197,21 @@ func (w *recordingWriter) Flush() {
 	if w.sse != nil {
 		w.sse.Written(since(w.c))
 	}
+}
+
+// Hijack keeps http.Hijacker visible to the handler, as upgrading handlers
+// (WebSocket endpoints) assert it. The status and everything after it go
+// over the connection the handler now owns, unseen: the record says 101
+// for an upgrade request, and counts only what was written before.
+func (w *recordingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil {
+		w.hijacked = true
+		if w.status == 0 {
+			w.c.FirstByte = since(w.c) // the handler answers from here on
+		}
+	}
+	return conn, brw, err
 }
 
 // Unwrap lets http.ResponseController reach Flush and deadlines.

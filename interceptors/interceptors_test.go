@@ -1,6 +1,7 @@
 package interceptors
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -406,5 +407,62 @@ func TestMiddlewareDecodeSample(t *testing.T) {
 		if n := len(col.all()); n != tc.calls || validated != tc.wantValidated {
 			t.Errorf("sample %v: %d records, %d validated, want %d and %d", tc.sample, n, validated, tc.calls, tc.wantValidated)
 		}
+	}
+}
+
+// TestHTTPMiddlewareUpgrade: a handler behind the middleware that upgrades
+// the connection (a WebSocket endpoint, OpenAI's /v1/realtime) still finds
+// http.Hijacker, as such handlers assert it; the record says 101 and counts
+// nothing that went over the hijacked connection.
+func TestHTTPMiddlewareUpgrade(t *testing.T) {
+	col := &collector{}
+	p := record.NewPipeline(16, col, nil)
+	h := HTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hj, ok := w.(http.Hijacker)
+		if !ok {
+			http.Error(w, "upgrade unsupported", http.StatusInternalServerError)
+			return
+		}
+		conn, brw, err := hj.Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
+		}
+		defer conn.Close()
+		brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+		brw.Flush()
+		line, _ := brw.ReadString('\n')
+		brw.WriteString(line)
+		brw.Flush()
+	}), p, "")
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	io.WriteString(conn, "GET /v1/realtime?model=llm HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+	br := bufio.NewReader(conn)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusSwitchingProtocols {
+		b, _ := io.ReadAll(res.Body)
+		t.Fatalf("status %d: %s", res.StatusCode, b)
+	}
+	io.WriteString(conn, "ping over the upgraded connection\n")
+	if line, err := br.ReadString('\n'); err != nil || line != "ping over the upgraded connection\n" {
+		t.Fatalf("echo over the upgraded connection: %q, %v", line, err)
+	}
+	conn.Close()
+	srv.Close()
+	p.Close()
+	if len(col.recs) != 1 {
+		t.Fatalf("%d records", len(col.recs))
+	}
+	if c := col.recs[0]; c.Code != "101" || c.ResponseBytes != 0 || c.ErrorKind != record.ErrNone || c.FirstByte <= 0 || c.FirstByte > c.End {
+		t.Errorf("record: code %q, response bytes %d, error %q, first byte %v of %v; want 101, 0, none, at the hijack", c.Code, c.ResponseBytes, c.ErrorKind, c.FirstByte, c.End)
 	}
 }
