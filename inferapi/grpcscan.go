@@ -1,9 +1,11 @@
 package inferapi
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -769,9 +771,10 @@ func (s *GRPCScanner) FillRequest(c *record.Call) {
 	if s.version.n > 0 {
 		c.Version = s.value(s.version)
 	}
-	s.fillTensors(c.AddInput)
-	c.InputCount += s.ntensors - min(s.ntensors, record.MaxTensors)
-	if t := s.tensors[0]; s.ntensors > 0 && t.dims > 0 {
+	order, n := s.order()
+	s.fillTensors(order[:n], c.AddInput)
+	c.InputCount += s.ntensors - n
+	if t := s.tensors[order[0]]; n > 0 && t.dims > 0 {
 		c.BatchSize = BatchSize(s.dims[t.dimOff : t.dimOff+t.dims])
 	}
 }
@@ -794,14 +797,33 @@ func (s *GRPCScanner) FillResponse(c *record.Call) {
 	if c.Version == "" && s.version.n > 0 {
 		c.Version = s.value(s.version)
 	}
-	s.fillTensors(c.AddOutput)
-	c.OutputCount += s.ntensors - min(s.ntensors, record.MaxTensors)
+	order, n := s.order()
+	s.fillTensors(order[:n], c.AddOutput)
+	c.OutputCount += s.ntensors - n
 }
 
-// fillTensors hands each kept tensor to add; raw contents belong to tensors by
-// position.
-func (s *GRPCScanner) fillTensors(add func(record.Tensor)) {
-	for i := range min(s.ntensors, record.MaxTensors) {
+// order is the order the n kept tensors are recorded in: as they came, or,
+// for the entries of a map (TF Serving's tensors, TorchServe's inputs), by
+// name: a map has no order, and its senders (grpc-go's among them) marshal
+// it in a random one, which would make the first tensor, and so the batch
+// size, vary from call to call.
+func (s *GRPCScanner) order() (idx [record.MaxTensors]int, n int) {
+	n = min(s.ntensors, record.MaxTensors)
+	for i := range n {
+		idx[i] = i
+	}
+	switch s.kind {
+	case KindTFPredictRequest, KindTFPredictResponse, KindTSRequest:
+		name := func(i int) []byte { sp := s.tensors[i].name; return s.text[sp.off : sp.off+sp.n] }
+		slices.SortStableFunc(idx[:n], func(a, b int) int { return bytes.Compare(name(a), name(b)) })
+	}
+	return idx, n
+}
+
+// fillTensors hands the kept tensors to add in the order given; raw
+// contents belong to tensors by position on the wire.
+func (s *GRPCScanner) fillTensors(order []int, add func(record.Tensor)) {
+	for _, i := range order {
 		m := &s.tensors[i]
 		t := record.Tensor{
 			Name:     s.value(m.name),

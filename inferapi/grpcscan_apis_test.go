@@ -72,12 +72,32 @@ func TestGRPCScannerTFServing(t *testing.T) {
 	reordered = protowire.AppendTag(reordered, 1, protowire.BytesType)
 	reordered = protowire.AppendBytes(reordered, marshal(t, &tfserving.ModelSpec{Name: "m", VersionChoice: &tfserving.ModelSpec_VersionLabel{VersionLabel: "canary"}}))
 
+	// Map entries as a sender may order them: not by name.
+	var unsorted []byte
+	for _, e := range []struct {
+		name string
+		dim  int64
+	}{{"token_ids", 3}, {"attention_mask", 5}} {
+		tensor := protowire.AppendTag(nil, 2, protowire.BytesType)
+		tensor = protowire.AppendBytes(tensor, marshal(t, tfShape(e.dim, 7)))
+		entry := protowire.AppendTag(nil, 1, protowire.BytesType)
+		entry = protowire.AppendString(entry, e.name)
+		entry = protowire.AppendTag(entry, 2, protowire.BytesType)
+		entry = protowire.AppendBytes(entry, tensor)
+		unsorted = protowire.AppendTag(unsorted, 2, protowire.BytesType)
+		unsorted = protowire.AppendBytes(unsorted, entry)
+	}
+
 	tests := []struct {
 		name string
 		kind MessageKind
 		data []byte
 		want record.Call
 	}{
+		{"predict request: a map's tensors by name, the batch from the first", KindTFPredictRequest, frame(false, unsorted),
+			call(record.Call{BatchSize: 5, RequestMessages: 1}, []record.Tensor{
+				{Name: "attention_mask", Shape: []int64{5, 7}}, {Name: "token_ids", Shape: []int64{3, 7}},
+			}, nil)},
 		{"predict request", KindTFPredictRequest, frame(false, marshal(t, predict)),
 			call(record.Call{Model: "resnet", Version: "3", BatchSize: 2, RequestMessages: 1}, []record.Tensor{
 				{Name: "images", Datatype: "FP32", Shape: []int64{2, 3}, Bytes: 24},

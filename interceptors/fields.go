@@ -97,10 +97,9 @@ func fillFirst(c *record.Call, kind inferapi.MessageKind, m any) {
 		readSpec(subMessage(msg, tfRequestSpec), &model, &version)
 		setRequestModel(c, model, version)
 		if kind == inferapi.KindTFPredictRequest {
-			// The scanner takes the batch size from the first tensor on the
-			// wire; a Go map has no order (grpc-go marshals it in a random
-			// one), so here it is the first in sorted order, the tensor
-			// that is recorded first.
+			// The batch size is the first tensor's, in name order, as the
+			// scanner records a map's entries: a map has no order (grpc-go
+			// marshals it in a random one).
 			if shape := tfTensors(msg, tfInputs, c.AddInput); len(shape) > 0 {
 				c.BatchSize = inferapi.BatchSize(shape)
 			}

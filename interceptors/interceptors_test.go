@@ -435,7 +435,12 @@ func TestHTTPMiddlewareUpgrade(t *testing.T) {
 		brw.WriteString(line)
 		brw.Flush()
 	}), p, "")
-	srv := httptest.NewServer(h)
+	// The server does not wait for the handler of a hijacked connection.
+	served := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(served)
+		h.ServeHTTP(w, r)
+	}))
 	defer srv.Close()
 	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
 	if err != nil {
@@ -457,6 +462,7 @@ func TestHTTPMiddlewareUpgrade(t *testing.T) {
 		t.Fatalf("echo over the upgraded connection: %q, %v", line, err)
 	}
 	conn.Close()
+	<-served
 	srv.Close()
 	p.Close()
 	if len(col.recs) != 1 {
