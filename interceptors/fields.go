@@ -21,9 +21,15 @@ const (
 	maxDims  = 64  // shape dimensions kept per tensor
 )
 
-// Field numbers read from TensorFlow Serving's and TorchServe's messages
-// (inferapi.MessageKind says which message has which).
+// Field numbers read from KServe's control messages and from TensorFlow
+// Serving's and TorchServe's messages (inferapi.MessageKind says which
+// message has which).
 const (
+	kserveName      = 1 // ModelReadyRequest etc.: name
+	kserveVersion   = 2 // and version
+	kserveRepoModel = 2 // RepositoryModelLoadRequest.model_name
+	kserveReady     = 1 // ModelReadyResponse.ready
+
 	tfRequestSpec  = 1 // model_spec of a request; InferenceTask's too
 	tfResponseSpec = 2 // model_spec of ClassificationResponse, RegressionResponse, PredictResponse
 	tfInputs       = 2 // PredictRequest.inputs
@@ -92,6 +98,15 @@ func fillFirst(c *record.Call, kind inferapi.MessageKind, m any) {
 		return // a nil message: grpc-go sends it as an empty one, whose fields say nothing
 	}
 	switch kind {
+	case inferapi.KindModelRequest: // KServe ModelReady/ModelMetadata/ModelStatistics
+		setRequestModel(c, text(msg, kserveName), text(msg, kserveVersion))
+	case inferapi.KindRepositoryRequest: // KServe RepositoryModelLoad/Unload
+		setRequestModel(c, text(msg, kserveRepoModel), "")
+	case inferapi.KindModelReadyResponse:
+		c.Ready = record.ReadyNo // proto3: an absent bool is false
+		if fd := singular(msg, kserveReady, protoreflect.BoolKind); fd != nil && msg.Get(fd).Bool() {
+			c.Ready = record.ReadyYes
+		}
 	case inferapi.KindTFRequest, inferapi.KindTFPredictRequest:
 		var model, version string
 		readSpec(subMessage(msg, tfRequestSpec), &model, &version)

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/inferwatch/inferwatch/inferapi"
 	"github.com/inferwatch/inferwatch/proto/inference"
@@ -130,9 +131,9 @@ func grpcCode(err error) string {
 func fillRequest(c *record.Call, m *inference.ModelInferRequest) {
 	c.Model, c.Version = m.ModelName, m.ModelVersion
 	for i, in := range m.Inputs {
-		t := record.Tensor{Name: in.Name, Datatype: in.Datatype, Shape: in.Shape}
+		t := record.Tensor{Name: in.Name, Datatype: in.Datatype, Shape: in.Shape, Bytes: contentsBytes(in.Contents)}
 		if i < len(m.RawInputContents) {
-			t.Bytes = int64(len(m.RawInputContents[i]))
+			t.Bytes += int64(len(m.RawInputContents[i]))
 		}
 		if i == 0 {
 			c.BatchSize = inferapi.BatchSize(in.Shape)
@@ -141,11 +142,28 @@ func fillRequest(c *record.Call, m *inference.ModelInferRequest) {
 	}
 }
 
+// contentsBytes is the wire size of a tensor's typed contents, as the
+// sidecar's scanner counts them (nil: none).
+func contentsBytes(tc *inference.InferTensorContents) int64 {
+	if tc == nil {
+		return 0
+	}
+	return int64(proto.Size(tc))
+}
+
 func fillResponse(c *record.Call, m *inference.ModelInferResponse) {
+	// The model and version that answered, where the request named none
+	// (as the sidecar's scanner reads a response).
+	if c.Model == "" {
+		c.Model = m.ModelName
+	}
+	if c.Version == "" {
+		c.Version = m.ModelVersion
+	}
 	for i, out := range m.Outputs {
-		t := record.Tensor{Name: out.Name, Datatype: out.Datatype, Shape: out.Shape}
+		t := record.Tensor{Name: out.Name, Datatype: out.Datatype, Shape: out.Shape, Bytes: contentsBytes(out.Contents)}
 		if i < len(m.RawOutputContents) {
-			t.Bytes = int64(len(m.RawOutputContents[i]))
+			t.Bytes += int64(len(m.RawOutputContents[i]))
 		}
 		c.AddOutput(t)
 	}
