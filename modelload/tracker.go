@@ -114,12 +114,16 @@ func New(set *metricset.Set) *Tracker {
 
 // Observe follows one finished call.
 func (t *Tracker) Observe(c *record.Call) {
-	if c.Model == "" || c.API != record.APIKServeV2 && !inferMethods[c.Method] {
-		return
-	}
 	switch {
-	case c.Method == inferapi.MethodRepositoryLoad, c.Method == inferapi.MethodRepositoryUnload,
-		c.Method == inferapi.MethodModelReady, inferMethods[c.Method]:
+	case c.Model == "":
+		return
+	case inferMethods[c.Method]:
+	case c.API == record.APIKServeV2 && (c.Method == inferapi.MethodRepositoryLoad ||
+		c.Method == inferapi.MethodRepositoryUnload || c.Method == inferapi.MethodModelReady):
+	case c.Protocol == record.ProtocolGRPC && c.Method == inferapi.MethodModelReady:
+		// Another API's readiness read from its answer's body (TF Serving's
+		// GetModelStatus). Not REST's: TF Serving answers 200 while a
+		// version is still loading.
 	default:
 		return
 	}

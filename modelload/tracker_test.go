@@ -17,9 +17,9 @@ import (
 // call builds a finished record: it starts at offset at ms after t0 and
 // lasts dur ms.
 type call struct {
-	proto, method, model, version, code string
-	ready                               record.Readiness
-	at, dur                             int
+	api, proto, method, model, version, code string
+	ready                                    record.Readiness
+	at, dur                                  int
 }
 
 var t0 = time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
@@ -27,10 +27,13 @@ var t0 = time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
 func (c call) record() *record.Call {
 	r := &record.Call{
 		Start: t0.Add(time.Duration(c.at) * time.Millisecond), End: time.Duration(c.dur) * time.Millisecond,
-		Protocol: c.proto, API: record.APIKServeV2, Method: c.method, Model: c.model, Version: c.version, Code: c.code, Ready: c.ready,
+		Protocol: c.proto, API: c.api, Method: c.method, Model: c.model, Version: c.version, Code: c.code, Ready: c.ready,
 	}
 	if r.Protocol == "" {
 		r.Protocol = record.ProtocolGRPC
+	}
+	if r.API == "" {
+		r.API = record.APIKServeV2
 	}
 	if r.Code == "" {
 		r.Code = "OK"
@@ -84,6 +87,27 @@ func TestTracker(t *testing.T) {
 				`inferwatch_model_cold_request_duration_seconds_count{model="m",version="1"}`:     "2",
 				`inferwatch_model_cold_request_duration_seconds_sum{model="m",version="1"}`:       "0.01",
 				`inferwatch_model_ready{model="m"}`:                                               "1",
+			},
+		},
+		{
+			// TF Serving's GetModelStatus over gRPC says from its answer's
+			// body whether a version is AVAILABLE, as KServe's ModelReady
+			// does: a model seen loading, then available, has its first
+			// Predict counted cold. (Over REST, TF Serving answers 200
+			// while loading, so its REST status calls are not followed.)
+			name: "TF Serving's GetModelStatus is a readiness answer",
+			calls: []call{
+				{api: record.APITFServing, method: inferapi.MethodModelReady, model: "m", ready: record.ReadyNo, at: 0, dur: 1},
+				{api: record.APITFServing, method: inferapi.MethodModelReady, model: "m", ready: record.ReadyYes, at: 10, dur: 1},
+				{api: record.APITFServing, method: inferapi.MethodPredict, model: "m", version: "1", at: 20, dur: 7},
+				{api: record.APITFServing, proto: record.ProtocolHTTP, method: inferapi.MethodModelReady, model: "m", code: "200", at: 30, dur: 1},
+				{api: record.APITFServing, method: inferapi.MethodPredict, model: "m", version: "1", at: 40, dur: 2},
+			},
+			want: map[string]string{
+				`inferwatch_model_cold_request_duration_seconds_count{model="m",version="1"}`: "1",
+				`inferwatch_model_cold_request_duration_seconds_sum{model="m",version="1"}`:   "0.007",
+				`inferwatch_model_ready{model="m"}`:                                           "1",
+				`inferwatch_model_ready_transitions_total{model="m",to="ready"}`:              "1",
 			},
 		},
 		{
