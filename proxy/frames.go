@@ -153,6 +153,16 @@ func (fc *frameCall) ResponseHeaders(fields []hpack.HeaderField, trailers bool) 
 			}
 		}
 	}
+	if !trailers && fc.route.API == record.APIOpenAI {
+		fc.rec.Stages = inferapi.ParseTGITimes(func(name string) string {
+			for _, f := range fields {
+				if f.Name == name {
+					return f.Value
+				}
+			}
+			return ""
+		}, fc.rec.Stages)
+	}
 }
 
 func (fc *frameCall) ResponseData(p []byte) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferwatch/inferwatch/inferapi"
 	"github.com/inferwatch/inferwatch/record"
 )
 
@@ -515,5 +517,37 @@ func TestTritonGenerate(t *testing.T) {
 		if l == nil || !l.Streamed || l.ContentEvents != 3 || l.Gaps.Count != 2 || l.OutputTokens != 3 || !l.TokensEstimated || l.FirstToken <= 0 {
 			t.Fatalf("generate_stream LLM record %+v", l)
 		}
+	}
+}
+
+// TestTGIStagesOverHTTP2: a non-streamed answer's TGI timing headers
+// (x-validation-time, x-queue-time, x-inference-time) become server stages
+// over h2c too, on whichever data plane forwards HTTP/2 (CI runs this on
+// both), as over HTTP/1.1.
+func TestTGIStagesOverHTTP2(t *testing.T) {
+	h2c := new(http.Protocols)
+	h2c.SetUnencryptedHTTP2(true)
+	l := listen(t)
+	hs := &http.Server{Protocols: h2c, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Validation-Time", "0.5")
+		w.Header().Set("X-Queue-Time", "2")
+		w.Header().Set("X-Inference-Time", "40.25")
+		io.WriteString(w, `{"id":"1","object":"chat.completion","model":"llm","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
+	})}
+	go hs.Serve(l)
+	t.Cleanup(func() { hs.Close() })
+	h := newHarness(t, l.Addr().String(), true)
+	client := &http.Client{Transport: &http.Transport{Protocols: h2c}}
+	doHTTP(t, client, "POST", "http://"+h.addr+"/v1/chat/completions", jsonHeader, []byte(`{"model":"llm","messages":[{"role":"user","content":"hi"}]}`))
+	c := h.waitRecords(1)[0]
+	want := []record.Stage{
+		{Name: "validation", Duration: 500 * time.Microsecond, Source: inferapi.StageSourceTGI},
+		{Name: "queue", Duration: 2 * time.Millisecond, Source: inferapi.StageSourceTGI},
+		{Name: "inference", Duration: 40250 * time.Microsecond, Source: inferapi.StageSourceTGI},
+	}
+	if !reflect.DeepEqual(c.Stages, want) {
+		t.Errorf("stages %+v, want %+v", c.Stages, want)
 	}
 }
