@@ -121,25 +121,34 @@ func (tfModel) Predict(_ context.Context, r *tfserving.PredictRequest) (*tfservi
 	}, nil
 }
 
+// grpcSidecar serves what register registers on a gRPC server, puts a
+// sidecar in front of it, and returns a client of the sidecar and its
+// records.
+func grpcSidecar(t *testing.T, register func(*grpc.Server)) (*grpc.ClientConn, *collector) {
+	t.Helper()
+	g := grpc.NewServer()
+	register(g)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(l)
+	t.Cleanup(g.Stop)
+	addr, col := runSidecar(t, "grpc", l.Addr().String())
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc, col
+}
+
 // TestSameRecordAsSidecar: a call made through a real sidecar, and the same
 // call's bytes as Envoy would stream them to ext_proc, give the same record
 // (everything read from the call; the timing is each front's own).
 func TestSameRecordAsSidecar(t *testing.T) {
 	t.Run("grpc", func(t *testing.T) {
-		g := grpc.NewServer()
-		inference.RegisterGRPCInferenceServiceServer(g, timedModel{})
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go g.Serve(l)
-		defer g.Stop()
-		addr, scCol := runSidecar(t, "grpc", l.Addr().String())
-		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cc.Close()
+		cc, scCol := grpcSidecar(t, func(g *grpc.Server) { inference.RegisterGRPCInferenceServiceServer(g, timedModel{}) })
 		req := inferRequest("mlp", "3", 4, 4*784*4)
 		if _, err := inference.NewGRPCInferenceServiceClient(cc).ModelInfer(context.Background(), req); err != nil {
 			t.Fatal(err)
@@ -163,20 +172,7 @@ func TestSameRecordAsSidecar(t *testing.T) {
 	// TensorFlow Serving's Predict: the model, the version label, the
 	// tensors and the version that served, read from TF's own messages.
 	t.Run("grpc_tfserving", func(t *testing.T) {
-		g := grpc.NewServer()
-		tfserving.RegisterPredictionServiceServer(g, tfModel{})
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		go g.Serve(l)
-		defer g.Stop()
-		addr, scCol := runSidecar(t, "grpc", l.Addr().String())
-		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cc.Close()
+		cc, scCol := grpcSidecar(t, func(g *grpc.Server) { tfserving.RegisterPredictionServiceServer(g, tfModel{}) })
 		req := &tfserving.PredictRequest{
 			ModelSpec: &tfserving.ModelSpec{Name: "resnet", VersionChoice: &tfserving.ModelSpec_VersionLabel{VersionLabel: "stable"}},
 			Inputs: map[string]*tfserving.TensorProto{"images": {Dtype: tfserving.DataType_DT_FLOAT,

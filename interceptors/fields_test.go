@@ -163,6 +163,29 @@ func viewOf(c *record.Call) fieldsView {
 
 // apiCall is one call of the TF Serving and TorchServe fronts' tests and
 // what every front should record of it.
+// callInTurn makes one call and waits until each collector has one more
+// record, so that records come in call order: a server's record may be
+// submitted after its client has the answer.
+func callInTurn(t *testing.T, cc *grpc.ClientConn, name string, do func(context.Context, *grpc.ClientConn) error, cols ...*collector) {
+	t.Helper()
+	want := make([]int, len(cols))
+	for i, c := range cols {
+		want[i] = c.len() + 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err := do(ctx, cc)
+	cancel()
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for i, c := range cols {
+		for c.len() < want[i] && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
 type apiCall struct {
 	name string
 	do   func(ctx context.Context, cc *grpc.ClientConn) error
@@ -368,19 +391,8 @@ func TestGRPCFrontsReadTFServingAndTorchServe(t *testing.T) {
 			rec, col := newRecorder(t)
 			so, do := f.opts(rec)
 			cc, _ := serveAPIs(t, so, do...)
-			for i, tc := range calls {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				err := tc.do(ctx, cc)
-				cancel()
-				if err != nil {
-					t.Fatalf("%s: %v", tc.name, err)
-				}
-				// One record per call, in call order: a server's record may
-				// be submitted after its client has the answer.
-				deadline := time.Now().Add(5 * time.Second)
-				for col.len() < i+1 && time.Now().Before(deadline) {
-					time.Sleep(time.Millisecond)
-				}
+			for _, tc := range calls {
+				callInTurn(t, cc, tc.name, tc.do, col)
 			}
 			rec.Close(context.Background())
 			recs := col.all()
@@ -420,17 +432,8 @@ func TestGRPCInterceptorsAgreeWithSidecarTFServingTorchServe(t *testing.T) {
 		{"TorchServe predictions", tsPredictions(tsPredict)},
 		{"TorchServe stream predictions", tsStream(tsPredict)},
 	}
-	for i, tc := range calls {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := tc.do(ctx, cc)
-		cancel()
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		deadline := time.Now().Add(5 * time.Second)
-		for (scCol.len() < i+1 || srvCol.len() < i+1) && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
+	for _, tc := range calls {
+		callInTurn(t, cc, tc.name, tc.do, scCol, srvCol)
 	}
 	srvRec.Close(context.Background())
 	cliRec.Close(context.Background())
