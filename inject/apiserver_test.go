@@ -160,6 +160,8 @@ func TestKubeAPIServer(t *testing.T) {
 		// eBPF: hostPID, the tracefs hostPath volume and its mount, added
 		// capabilities — the apiserver's validation of all of them.
 		{"kserve-raw-ebpf", reviewObject(t, "kserve-raw-ebpf"), "kserve-raw-ebpf", "injected", ""},
+		{"tfserving", reviewObject(t, "tfserving"), "tfserving", "injected", ""},
+		{"tfserving-grpc-only", reviewObject(t, "tfserving-grpc-only"), "tfserving-grpc-only", "injected", ""},
 		{"unannotated", reviewObject(t, "unannotated"), "unannotated", "ignored", ""},
 		{"already-injected", reviewObject(t, "already-injected"), "already-injected", "ignored", ""},
 		{"not-understood", reviewObject(t, "not-understood"), "not-understood", "skipped", "Pod/custom"},

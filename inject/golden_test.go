@@ -35,6 +35,8 @@ var goldenCases = []struct {
 	{"triton-process-facts", OptIn, "injected"}, // shareProcessNamespace, the upstream by its socket's user        // the GPU through a DRA claim, which the sidecar shares
 	{"kserve-predictor", Namespace, "injected"},
 	{"kserve-raw-ebpf", OptIn, "injected"},
+	{"tfserving", OptIn, "injected"},           // the official image: its entrypoint's REST and gRPC ports
+	{"tfserving-grpc-only", OptIn, "injected"}, // tensorflow_model_server run directly, no REST API: gRPC alone
 	{"unannotated", OptIn, "ignored"},
 	{"already-injected", OptIn, "ignored"},
 	{"not-understood", OptIn, "skipped"},

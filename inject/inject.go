@@ -1,8 +1,8 @@
 // Package inject is the sidecar injector: given a Pod that a mutating
 // admission webhook received, it decides whether the pod wants inferwatch,
 // works out which ports of which container carry inference traffic (Triton's
-// 8000/8001, KServe's 8080/8081, KServe's queue-proxy, or ports named by
-// annotation), moves the server off those ports, puts the sidecar on them,
+// 8000/8001, KServe's 8080/8081, TensorFlow Serving's 8501/8500, KServe's
+// queue-proxy, or ports named by annotation), moves the server off those ports, puts the sidecar on them,
 // rewires the server's probes, and returns the JSON patch that does it.
 //
 // The traffic method is port takeover (Knative queue-proxy style): no init
@@ -242,8 +242,26 @@ type serverKind int
 const (
 	kindUnknown serverKind = iota
 	kindTriton
-	kindKServe // KServe's Python model servers: --http_port / --grpc_port
+	kindKServe    // KServe's Python model servers: --http_port / --grpc_port
+	kindTFServing // tensorflow_model_server: --rest_api_port / --port
 )
+
+// tfEntrypoint is the official TensorFlow Serving image's entrypoint: it runs
+// tensorflow_model_server --port=8500 --rest_api_port=8501 and the
+// container's args after those, so a flag in the args overrides its own.
+const tfEntrypoint = "tf_serving_entrypoint.sh"
+
+// tfImage reports whether image is the official TensorFlow Serving image
+// (any registry, tag or digest), whose entrypoint is tfEntrypoint.
+func tfImage(image string) bool {
+	if i := strings.IndexByte(image, '@'); i >= 0 {
+		image = image[:i]
+	}
+	if i := strings.LastIndexByte(image, ':'); i > strings.LastIndexByte(image, '/') {
+		image = image[:i]
+	}
+	return image == "tensorflow/serving" || strings.HasSuffix(image, "/tensorflow/serving")
+}
 
 func kindOf(c *corev1.Container) serverKind {
 	cmd := append(slices.Clone(c.Command), c.Args...)
@@ -251,9 +269,15 @@ func kindOf(c *corev1.Container) serverKind {
 		if i > 1 {
 			break
 		}
-		if path.Base(a) == "tritonserver" {
+		switch path.Base(a) {
+		case "tritonserver":
 			return kindTriton
+		case "tensorflow_model_server", tfEntrypoint:
+			return kindTFServing
 		}
+	}
+	if len(c.Command) == 0 && tfImage(c.Image) {
+		return kindTFServing
 	}
 	if c.Name == "kserve-container" && len(c.Command) == 0 {
 		// KServe's Python runtimes (sklearn, xgboost, custom kserve.Model)
@@ -335,14 +359,19 @@ func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
 			return Outcome{}, err
 		}
 		if kind == kindUnknown {
-			return Outcome{}, fmt.Errorf("container %q: command %q is not one whose ports the injector knows how to move (tritonserver, KServe model server in kserve-container)", srv.Name, strings.Join(append(slices.Clone(srv.Command), srv.Args...), " "))
+			return Outcome{}, fmt.Errorf("container %q: command %q is not one whose ports the injector knows how to move (tritonserver, KServe model server in kserve-container, tensorflow_model_server or the tensorflow/serving image)", srv.Name, strings.Join(append(slices.Clone(srv.Command), srv.Args...), " "))
+		}
+		if kind == kindTFServing {
+			// /v1/models/{m}:predict is TF Serving's; it has no Triton
+			// statistics to poll. An annotation can still say otherwise.
+			args = append([]string{"--api-hint=tfserving", "--no-triton-stats"}, args...)
+			if _, named := ann[AnnPorts]; !named && restOff(srv) {
+				ports = slices.DeleteFunc(ports, func(p protoPort) bool { return p.proto == "http" })
+			}
 		}
 		for _, p := range ports {
+			p.port = currentPort(srv, kind, p.proto, p.port)
 			r := route{proto: p.proto, listen: p.port, upstream: p.port + portShift}
-			if kind == kindTriton || kind == kindKServe {
-				p.port = currentPort(srv, kind, p.proto, p.port)
-				r.listen, r.upstream = p.port, p.port+portShift
-			}
 			if err := movePort(srv, &r); err != nil {
 				return Outcome{}, fmt.Errorf("container %q: %w", srv.Name, err)
 			}
@@ -461,6 +490,8 @@ func inferencePorts(ann map[string]string, kind serverKind) ([]protoPort, error)
 		return []protoPort{{"http", 8000}, {"grpc", 8001}}, nil
 	case kindKServe:
 		return []protoPort{{"http", 8080}, {"grpc", 8081}}, nil
+	case kindTFServing:
+		return []protoPort{{"http", 8501}, {"grpc", 8500}}, nil
 	}
 	return nil, fmt.Errorf("no %s annotation and the server is not recognised", AnnPorts)
 }
@@ -472,8 +503,38 @@ func flagName(kind serverKind, proto string) string {
 		return "--" + proto + "-port"
 	case kindKServe:
 		return "--" + proto + "_port"
+	case kindTFServing:
+		if proto == "http" {
+			return "--rest_api_port"
+		}
+		return "--port"
 	}
 	return ""
+}
+
+// restOff reports whether a TensorFlow Serving container serves no REST API:
+// --rest_api_port=0, or no such flag where tensorflow_model_server is run
+// directly (its default is 0; the image's entrypoint sets 8501). Its REST
+// port is then not taken over, nor the server's REST API turned on.
+func restOff(c *corev1.Container) bool {
+	name := flagName(kindTFServing, "http")
+	all := append(slices.Clone(c.Command), c.Args...)
+	set, off := false, false
+	for i, a := range all {
+		v, ok := strings.CutPrefix(a, name+"=")
+		if !ok && a == name && i+1 < len(all) {
+			v, ok = all[i+1], true
+		}
+		if ok {
+			set, off = true, strings.TrimSpace(v) == "0"
+		}
+	}
+	if set {
+		return off
+	}
+	entrypoint := len(c.Command) == 0 && tfImage(c.Image) ||
+		slices.ContainsFunc(all[:min(len(all), 2)], func(a string) bool { return path.Base(a) == tfEntrypoint })
+	return !entrypoint
 }
 
 // currentPort reads the port the server is told to use, else its default.

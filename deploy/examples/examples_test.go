@@ -52,6 +52,58 @@ func TestTritonExampleInjected(t *testing.T) {
 	var svc corev1.Service
 	strict(t, d[0], &dep)
 	strict(t, d[1], &svc)
+	got, side := injectTemplate(t, &dep)
+	for _, sp := range svc.Spec.Ports {
+		if !slices.ContainsFunc(side.Ports, func(cp corev1.ContainerPort) bool { return cp.Name == sp.TargetPort.StrVal }) {
+			t.Errorf("Service port %s targets %q, which the sidecar does not have", sp.Name, sp.TargetPort.StrVal)
+		}
+	}
+	triton := got.Spec.Containers[0]
+	if !slices.Contains(triton.Args, "--http-port=18000") || !slices.Contains(triton.Args, "--grpc-port=18001") {
+		t.Errorf("triton args %v", triton.Args)
+	}
+	if triton.ReadinessProbe.HTTPGet.Port.IntVal != 18000 {
+		t.Errorf("triton readiness on %v", triton.ReadinessProbe.HTTPGet.Port)
+	}
+	if !slices.Contains(side.Args, "--sla=densenet_onnx=50ms") {
+		t.Errorf("sidecar args %v lack the SLA", side.Args)
+	}
+}
+
+// TestTFServingExampleInjected: the example's pod template (the official
+// image, no command), injected, has the sidecar on the ports the Service
+// targets, TF Serving's flags appended after its entrypoint's, and the
+// probes on the moved ports.
+func TestTFServingExampleInjected(t *testing.T) {
+	d := docs(t, "tfserving/tfserving.yaml")
+	var dep appsv1.Deployment
+	var svc corev1.Service
+	strict(t, d[0], &dep)
+	strict(t, d[1], &svc)
+	got, side := injectTemplate(t, &dep)
+	for _, sp := range svc.Spec.Ports {
+		if !slices.ContainsFunc(side.Ports, func(cp corev1.ContainerPort) bool { return cp.Name == sp.TargetPort.StrVal }) {
+			t.Errorf("Service port %s targets %q, which the sidecar does not have", sp.Name, sp.TargetPort.StrVal)
+		}
+	}
+	tf := got.Spec.Containers[0]
+	if n := len(tf.Args); n < 2 || tf.Args[n-2] != "--rest_api_port=18501" || tf.Args[n-1] != "--port=18500" || len(tf.Command) != 0 {
+		t.Errorf("tf-serving command %v, args %v: want the image's entrypoint, the new ports last", tf.Command, tf.Args)
+	}
+	if tf.ReadinessProbe.HTTPGet.Port.IntVal != 18501 || tf.LivenessProbe.TCPSocket.Port.IntVal != 18500 {
+		t.Errorf("tf-serving probes on %v and %v", tf.ReadinessProbe.HTTPGet.Port, tf.LivenessProbe.TCPSocket.Port)
+	}
+	for _, a := range []string{"--http-listen=:8501", "--grpc-listen=:8500", "--api-hint=tfserving", "--no-triton-stats", "--sla=resnet=80ms"} {
+		if !slices.Contains(side.Args, a) {
+			t.Errorf("sidecar args %v lack %s", side.Args, a)
+		}
+	}
+}
+
+// injectTemplate runs a Deployment's pod template through the injector
+// (opt-in) and returns the patched pod and its sidecar container.
+func injectTemplate(t *testing.T, dep *appsv1.Deployment) (corev1.Pod, corev1.Container) {
+	t.Helper()
 	pod := corev1.Pod{ObjectMeta: dep.Spec.Template.ObjectMeta, Spec: dep.Spec.Template.Spec}
 	pod.Namespace = dep.Namespace
 	out := inject.Mutate(inject.DefaultConfig(), inject.OptIn, &pod)
@@ -77,21 +129,7 @@ func TestTritonExampleInjected(t *testing.T) {
 	if side.Name != inject.ContainerName {
 		t.Fatalf("last container %q", side.Name)
 	}
-	for _, sp := range svc.Spec.Ports {
-		if !slices.ContainsFunc(side.Ports, func(cp corev1.ContainerPort) bool { return cp.Name == sp.TargetPort.StrVal }) {
-			t.Errorf("Service port %s targets %q, which the sidecar does not have", sp.Name, sp.TargetPort.StrVal)
-		}
-	}
-	triton := got.Spec.Containers[0]
-	if !slices.Contains(triton.Args, "--http-port=18000") || !slices.Contains(triton.Args, "--grpc-port=18001") {
-		t.Errorf("triton args %v", triton.Args)
-	}
-	if triton.ReadinessProbe.HTTPGet.Port.IntVal != 18000 {
-		t.Errorf("triton readiness on %v", triton.ReadinessProbe.HTTPGet.Port)
-	}
-	if !slices.Contains(side.Args, "--sla=densenet_onnx=50ms") {
-		t.Errorf("sidecar args %v lack the SLA", side.Args)
-	}
+	return got, side
 }
 
 // TestKServeExample: the namespace is labelled for the injector's namespace
