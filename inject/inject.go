@@ -248,7 +248,8 @@ const (
 
 // tfEntrypoint is the official TensorFlow Serving image's entrypoint: it runs
 // tensorflow_model_server --port=8500 --rest_api_port=8501 and the
-// container's args after those, so a flag in the args overrides its own.
+// container's args after those, so a flag in the args overrides its own
+// (TensorFlow's flag parser sets a flag at each occurrence, in order).
 const tfEntrypoint = "tf_serving_entrypoint.sh"
 
 // tfImage reports whether image is the official TensorFlow Serving image

@@ -21,7 +21,7 @@ func TestTFServingRecognised(t *testing.T) {
 		{"the official image with its own command", corev1.Container{Image: "tensorflow/serving", Command: []string{"/bin/sh", "-c", "serve"}}, kindUnknown, false},
 		{"another image named like it", corev1.Container{Image: "acme/tensorflow-serving-proxy:1"}, kindUnknown, false},
 		{"the binary, no REST flag (off by default)", corev1.Container{Command: []string{"tensorflow_model_server"}, Args: []string{"--port=8500"}}, kindTFServing, true},
-		{"the binary with REST on", corev1.Container{Command: []string{"/usr/bin/tensorflow_model_server", "--rest_api_port", "8501"}}, kindTFServing, false},
+		{"the binary with REST on", corev1.Container{Command: []string{"/usr/bin/tensorflow_model_server", "--rest_api_port=8501"}}, kindTFServing, false},
 		{"the entrypoint script", corev1.Container{Command: []string{"/usr/bin/tf_serving_entrypoint.sh"}}, kindTFServing, false},
 		{"the entrypoint script, the last flag wins", corev1.Container{Command: []string{"/usr/bin/tf_serving_entrypoint.sh"}, Args: []string{"--rest_api_port=8501", "--rest_api_port=0"}}, kindTFServing, true},
 	}
