@@ -11,7 +11,7 @@ import (
 
 // Readiness probe kinds.
 const (
-	ProbeAuto = "auto" // KServe v2 readiness if the upstream speaks it, else reachability
+	ProbeAuto = "auto" // KServe v2 readiness if the upstream speaks it (else TorchServe's /ping over HTTP), else reachability
 	ProbeTCP  = "tcp"  // any answer at the HTTP/2 or HTTP/1.1 level counts
 	ProbeNone = "none" // always ready
 )
@@ -162,7 +162,25 @@ func (p Probe) check(ctx context.Context) (bool, string) {
 	case res.StatusCode == http.StatusOK:
 		return true, ""
 	case res.StatusCode == http.StatusNotFound || res.StatusCode == http.StatusMethodNotAllowed:
-		return true, "" // no KServe health route: reachable is all we can know
+		return p.torchServePing(ctx, scheme) // no KServe health route
 	}
 	return false, "KServe /v2/health/ready answered " + res.Status
+}
+
+// torchServePing asks an HTTP upstream without KServe's health route for
+// TorchServe's: GET /ping answers 200 while its workers are healthy and 500
+// when not. An upstream without that either is ready once reachable, as
+// that is all that can be known.
+func (p Probe) torchServePing(ctx context.Context, scheme string) (bool, string) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+p.Upstream+"/ping", nil)
+	res, err := p.Transport.RoundTrip(req)
+	if err != nil {
+		return false, "unreachable: " + err.Error()
+	}
+	io.Copy(io.Discard, io.LimitReader(res.Body, 1<<10))
+	res.Body.Close()
+	if res.StatusCode == http.StatusInternalServerError {
+		return false, "TorchServe /ping answered " + res.Status
+	}
+	return true, ""
 }
