@@ -11,7 +11,7 @@ import (
 
 // Readiness probe kinds.
 const (
-	ProbeAuto = "auto" // KServe v2 readiness if the upstream speaks it (else TorchServe's /ping over HTTP), else reachability
+	ProbeAuto = "auto" // KServe v2 readiness if the upstream speaks it, else TorchServe's health, else reachability
 	ProbeTCP  = "tcp"  // any answer at the HTTP/2 or HTTP/1.1 level counts
 	ProbeNone = "none" // always ready
 )
@@ -124,39 +124,18 @@ func (p Probe) check(ctx context.Context) (bool, string) {
 	if p.TLS {
 		scheme = "https"
 	}
-	var req *http.Request
 	if p.GRPC {
-		req, _ = http.NewRequestWithContext(ctx, http.MethodPost, scheme+"://"+p.Upstream+"/inference.GRPCInferenceService/ServerReady", bytes.NewReader(grpcEmptyFrame))
-		req.Header.Set("Content-Type", "application/grpc")
-		req.Header.Set("Te", "trailers")
-	} else {
-		req, _ = http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+p.Upstream+"/v2/health/ready", nil)
+		return p.checkGRPC(ctx, scheme)
 	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+p.Upstream+"/v2/health/ready", nil)
 	res, err := p.Transport.RoundTrip(req)
 	if err != nil {
 		return false, "unreachable: " + err.Error()
 	}
-	body, _ := io.ReadAll(io.LimitReader(res.Body, 1<<10))
+	io.Copy(io.Discard, io.LimitReader(res.Body, 1<<10))
 	res.Body.Close()
 	if p.Kind == ProbeTCP {
 		return true, ""
-	}
-	if p.GRPC {
-		st := res.Trailer.Get("Grpc-Status")
-		if st == "" {
-			st = res.Header.Get("Grpc-Status")
-		}
-		switch st {
-		case "0":
-			// ServerReadyResponse{ready: true} is field 1, varint 1.
-			if len(body) >= 7 && body[5] == 0x08 && body[6] == 0x01 {
-				return true, ""
-			}
-			return false, "KServe ServerReady says not ready"
-		case "12":
-			return true, "" // not a KServe server: reachable is all we can know
-		}
-		return false, "KServe ServerReady failed with grpc-status " + st
 	}
 	switch {
 	case res.StatusCode == http.StatusOK:
@@ -165,6 +144,58 @@ func (p Probe) check(ctx context.Context) (bool, string) {
 		return p.torchServePing(ctx, scheme) // no KServe health route
 	}
 	return false, "KServe /v2/health/ready answered " + res.Status
+}
+
+// grpcUnimplemented is the grpc-status of a method the server does not have.
+const grpcUnimplemented = "12"
+
+// checkGRPC asks a gRPC upstream KServe's ServerReady, and one without it
+// TorchServe's Ping, whose answer says "Unhealthy" in its health text while
+// a model's workers stay dead (with status OK). An upstream with neither is
+// ready once reachable.
+func (p Probe) checkGRPC(ctx context.Context, scheme string) (bool, string) {
+	st, body, err := p.unary(ctx, scheme, "/inference.GRPCInferenceService/ServerReady")
+	switch {
+	case err != nil:
+		return false, "unreachable: " + err.Error()
+	case p.Kind == ProbeTCP:
+		return true, ""
+	case st == "0":
+		// ServerReadyResponse{ready: true} is field 1, varint 1.
+		if len(body) >= 7 && body[5] == 0x08 && body[6] == 0x01 {
+			return true, ""
+		}
+		return false, "KServe ServerReady says not ready"
+	case st != grpcUnimplemented:
+		return false, "KServe ServerReady failed with grpc-status " + st
+	}
+	st, body, err = p.unary(ctx, scheme, "/org.pytorch.serve.grpc.inference.InferenceAPIsService/Ping")
+	switch {
+	case err != nil:
+		return false, "unreachable: " + err.Error()
+	case st == "0" && bytes.Contains(body, []byte("Unhealthy")):
+		return false, "TorchServe Ping says Unhealthy"
+	}
+	return true, "" // TorchServe healthy, or neither server: reachable is all we can know
+}
+
+// unary calls a gRPC method with an empty request and returns the status
+// and the first KiB of the response body (prefix included).
+func (p Probe) unary(ctx context.Context, scheme, method string) (string, []byte, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, scheme+"://"+p.Upstream+method, bytes.NewReader(grpcEmptyFrame))
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("Te", "trailers")
+	res, err := p.Transport.RoundTrip(req)
+	if err != nil {
+		return "", nil, err
+	}
+	body, _ := io.ReadAll(io.LimitReader(res.Body, 1<<10))
+	res.Body.Close()
+	st := res.Trailer.Get("Grpc-Status")
+	if st == "" {
+		st = res.Header.Get("Grpc-Status") // a trailers-only answer
+	}
+	return st, body, nil
 }
 
 // torchServePing asks an HTTP upstream without KServe's health route for
