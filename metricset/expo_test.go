@@ -24,6 +24,12 @@ func scrape(t *testing.T, s *Set) page {
 	return page{p}
 }
 
+// near reports whether got is within tol of want; a missing sample (NaN)
+// is near nothing, so an assertion on a series that is not there fails.
+func near(got, want, tol float64) bool {
+	return !math.IsNaN(got) && math.Abs(got-want) <= tol
+}
+
 // value returns the sample with exactly these labels, or NaN.
 func (e page) value(name string, labels map[string]string) float64 {
 	for _, s := range e.Samples {

@@ -104,6 +104,11 @@ func (s *Set) observeStreamRequests(x *series, reqs []record.StreamRequest) {
 	l := s.llmOf(x)
 	for i := range reqs {
 		r := &reqs[i]
+		if r.Error {
+			// A response carried error_message: the generation failed,
+			// though the stream (and so the call's code) went on.
+			s.set.GetOrCreateCounter(labelString("inferwatch_llm_finish_total", "model", l.model, "version", l.version, "reason", "error")).Inc()
+		}
 		if r.Responses == 0 {
 			continue
 		}

@@ -1,7 +1,6 @@
 package metricset
 
 import (
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -69,7 +68,7 @@ func TestObserveLLM(t *testing.T) {
 		{"inferwatch_llm_finish_total", with(m, "reason", "other"), 1},
 		{"inferwatch_llm_client_disconnects_total", m, 1},
 	} {
-		if got := e.value(tc.name, tc.labels); math.Abs(got-tc.want) > 1e-9 {
+		if got := e.value(tc.name, tc.labels); !near(got, tc.want, 1e-9) {
 			t.Errorf("%s%v = %v, want %v", tc.name, tc.labels, got, tc.want)
 		}
 	}
@@ -98,7 +97,7 @@ func TestObserveGapsPastTheKeptOnes(t *testing.T) {
 	if got := e.value("inferwatch_llm_inter_token_latency_seconds_count", m); got != float64(record.MaxGaps+10) {
 		t.Errorf("count %v, want %d", got, record.MaxGaps+10)
 	}
-	if got := e.value("inferwatch_llm_inter_token_latency_seconds_sum", m); math.Abs(got-want.Seconds()) > 1e-6 {
+	if got := e.value("inferwatch_llm_inter_token_latency_seconds_sum", m); !near(got, want.Seconds(), 1e-6) {
 		t.Errorf("sum %v, want %v", got, want.Seconds())
 	}
 }
@@ -112,8 +111,9 @@ func TestObserveStreamRequests(t *testing.T) {
 	a.Gaps.Add(10 * ms)
 	b := record.StreamRequest{ID: "b", Arrived: 12 * ms, FirstResponse: 62 * ms, LastResponse: 62 * ms, Responses: 1, Final: true}
 	none := record.StreamRequest{ID: "c", Arrived: 13 * ms}
+	failed := record.StreamRequest{ID: "d", Arrived: 14 * ms, Error: true} // timings left out: this one checks the count
 	s.Observe(&record.Call{Start: time.Now(), End: 70 * ms, Protocol: "grpc", API: record.APIKServeV2, Method: "stream_infer",
-		Model: "llm", Code: "OK", StreamRequests: []record.StreamRequest{a, b, none}})
+		Model: "llm", Code: "OK", StreamRequests: []record.StreamRequest{a, b, none, failed}})
 	e := scrape(t, s)
 	m := map[string]string{"model": "llm", "version": "unknown"}
 	for _, tc := range []struct {
@@ -127,8 +127,9 @@ func TestObserveStreamRequests(t *testing.T) {
 		{"inferwatch_llm_time_per_output_token_seconds_sum", m, 0.010},
 		{"inferwatch_llm_e2e_seconds_sum", m, 0.040 + 0.050},
 		{"inferwatch_llm_output_tokens_total", with(m, "source", "events"), 4},
+		{"inferwatch_llm_finish_total", with(m, "reason", "error"), 1},
 	} {
-		if got := e.value(tc.name, tc.labels); math.Abs(got-tc.want) > 1e-9 {
+		if got := e.value(tc.name, tc.labels); !near(got, tc.want, 1e-9) {
 			t.Errorf("%s%v = %v, want %v", tc.name, tc.labels, got, tc.want)
 		}
 	}

@@ -112,7 +112,7 @@ func TestObserveExposition(t *testing.T) {
 	for _, v := range values {
 		t.Run(v.name+labelString("", flatten(v.labels)...), func(t *testing.T) {
 			got := e.value(v.name, v.labels)
-			if math.Abs(got-v.want) > 1e-9 {
+			if !near(got, v.want, 1e-9) {
 				t.Errorf("= %v, want %v", got, v.want)
 			}
 		})
@@ -390,7 +390,7 @@ func TestControlCallsKeepOutOfModelLatency(t *testing.T) {
 		{"inferwatch_requests_total", with(base("unknown", "unknown"), "method", record.MethodRepositoryLoad, "code", "OK"), 1},
 		{"inferwatch_requests_total", with(base("unknown", "unknown"), "method", record.MethodRepositoryUnload, "code", "OK"), 1},
 	} {
-		if got := e.value(v.name, v.labels); math.Abs(got-v.want) > 1e-9 {
+		if got := e.value(v.name, v.labels); !near(got, v.want, 1e-9) {
 			t.Errorf("%s%v = %v, want %v", v.name, v.labels, got, v.want)
 		}
 	}

@@ -81,7 +81,7 @@ func TestPushToVictoriaMetrics(t *testing.T) {
 		// The same buckets read with Prometheus' interpolation must agree
 		// with VictoriaMetrics: le buckets mean the same to both engines.
 		local := quantile(q, scrape(t, s).buckets("inferwatch_request_duration_seconds", base("resnet", "1")))
-		if math.Abs(got-local) > 1e-3*local {
+		if math.IsNaN(local) || math.Abs(got-local) > 1e-3*local {
 			t.Errorf("q%v: VictoriaMetrics says %.6fs, Prometheus' method on /metrics %.6fs", q, got, local)
 		}
 		t.Logf("q%v: true %.4fs, VictoriaMetrics %.4fs (%+.1f%%)", q, truth, got, 100*(got-truth)/truth)

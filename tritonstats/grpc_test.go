@@ -125,7 +125,7 @@ func TestPollGRPC(t *testing.T) {
 			t.Fatalf("%s: err = %v, want one containing %q", st.name, err, st.wantErr)
 		}
 		for series, want := range st.want {
-			if got := value(t, set, series); math.Abs(got-want) > 1e-9 {
+			if got := value(t, set, series); math.IsNaN(got) || math.Abs(got-want) > 1e-9 {
 				t.Errorf("%s: %s = %v, want %v", st.name, series, got, want)
 			}
 		}
