@@ -47,17 +47,7 @@ func strict(t *testing.T, raw []byte, v any) {
 // TestTritonExampleInjected: the example's pod template, injected, has the
 // sidecar on the ports the Service targets and Triton moved off them.
 func TestTritonExampleInjected(t *testing.T) {
-	d := docs(t, "triton/triton.yaml")
-	var dep appsv1.Deployment
-	var svc corev1.Service
-	strict(t, d[0], &dep)
-	strict(t, d[1], &svc)
-	got, side := injectTemplate(t, &dep)
-	for _, sp := range svc.Spec.Ports {
-		if !slices.ContainsFunc(side.Ports, func(cp corev1.ContainerPort) bool { return cp.Name == sp.TargetPort.StrVal }) {
-			t.Errorf("Service port %s targets %q, which the sidecar does not have", sp.Name, sp.TargetPort.StrVal)
-		}
-	}
+	got, side := injectExample(t, "triton/triton.yaml")
 	triton := got.Spec.Containers[0]
 	if !slices.Contains(triton.Args, "--http-port=18000") || !slices.Contains(triton.Args, "--grpc-port=18001") {
 		t.Errorf("triton args %v", triton.Args)
@@ -75,17 +65,7 @@ func TestTritonExampleInjected(t *testing.T) {
 // targets, TF Serving's flags appended after its entrypoint's, and the
 // probes on the moved ports.
 func TestTFServingExampleInjected(t *testing.T) {
-	d := docs(t, "tfserving/tfserving.yaml")
-	var dep appsv1.Deployment
-	var svc corev1.Service
-	strict(t, d[0], &dep)
-	strict(t, d[1], &svc)
-	got, side := injectTemplate(t, &dep)
-	for _, sp := range svc.Spec.Ports {
-		if !slices.ContainsFunc(side.Ports, func(cp corev1.ContainerPort) bool { return cp.Name == sp.TargetPort.StrVal }) {
-			t.Errorf("Service port %s targets %q, which the sidecar does not have", sp.Name, sp.TargetPort.StrVal)
-		}
-	}
+	got, side := injectExample(t, "tfserving/tfserving.yaml")
 	tf := got.Spec.Containers[0]
 	if n := len(tf.Args); n < 2 || tf.Args[n-2] != "--rest_api_port=18501" || tf.Args[n-1] != "--port=18500" || len(tf.Command) != 0 {
 		t.Errorf("tf-serving command %v, args %v: want the image's entrypoint, the new ports last", tf.Command, tf.Args)
@@ -100,10 +80,17 @@ func TestTFServingExampleInjected(t *testing.T) {
 	}
 }
 
-// injectTemplate runs a Deployment's pod template through the injector
-// (opt-in) and returns the patched pod and its sidecar container.
-func injectTemplate(t *testing.T, dep *appsv1.Deployment) (corev1.Pod, corev1.Container) {
+// injectExample runs the pod template of the Deployment in the manifest at
+// path (a Deployment, then its Service) through the injector (opt-in),
+// checks that every port the Service targets lands on the sidecar, and
+// returns the patched pod and its sidecar container.
+func injectExample(t *testing.T, path string) (corev1.Pod, corev1.Container) {
 	t.Helper()
+	d := docs(t, path)
+	var dep appsv1.Deployment
+	var svc corev1.Service
+	strict(t, d[0], &dep)
+	strict(t, d[1], &svc)
 	pod := corev1.Pod{ObjectMeta: dep.Spec.Template.ObjectMeta, Spec: dep.Spec.Template.Spec}
 	pod.Namespace = dep.Namespace
 	out := inject.Mutate(inject.DefaultConfig(), inject.OptIn, &pod)
@@ -128,6 +115,11 @@ func injectTemplate(t *testing.T, dep *appsv1.Deployment) (corev1.Pod, corev1.Co
 	side := got.Spec.Containers[len(got.Spec.Containers)-1]
 	if side.Name != inject.ContainerName {
 		t.Fatalf("last container %q", side.Name)
+	}
+	for _, sp := range svc.Spec.Ports {
+		if !slices.ContainsFunc(side.Ports, func(cp corev1.ContainerPort) bool { return cp.Name == sp.TargetPort.StrVal }) {
+			t.Errorf("Service port %s targets %q, which the sidecar does not have", sp.Name, sp.TargetPort.StrVal)
+		}
 	}
 	return got, side
 }
