@@ -2,8 +2,9 @@
 // admission webhook received, it decides whether the pod wants inferwatch,
 // works out which ports of which container carry inference traffic (Triton's
 // 8000/8001, KServe's 8080/8081, TensorFlow Serving's 8501/8500, KServe's
-// queue-proxy, or ports named by annotation), moves the server off those ports, puts the sidecar on them,
-// rewires the server's probes, and returns the JSON patch that does it.
+// queue-proxy, or ports named by annotation), moves the server off those
+// ports, puts the sidecar on them, rewires the server's probes, and returns
+// the JSON patch that does it.
 //
 // The traffic method is port takeover (Knative queue-proxy style): no init
 // container, no iptables, no NET_ADMIN, so injected pods pass the
@@ -518,39 +519,36 @@ func flagName(kind serverKind, proto string) string {
 // directly (its default is 0; the image's entrypoint sets 8501). Its REST
 // port is then not taken over, nor the server's REST API turned on.
 func restOff(c *corev1.Container) bool {
-	name := flagName(kindTFServing, "http")
+	if v, ok := flagValue(c, flagName(kindTFServing, "http")); ok {
+		return strings.TrimSpace(v) == "0"
+	}
 	all := append(slices.Clone(c.Command), c.Args...)
-	set, off := false, false
-	for i, a := range all {
-		v, ok := strings.CutPrefix(a, name+"=")
-		if !ok && a == name && i+1 < len(all) {
-			v, ok = all[i+1], true
-		}
-		if ok {
-			set, off = true, strings.TrimSpace(v) == "0"
-		}
-	}
-	if set {
-		return off
-	}
 	entrypoint := len(c.Command) == 0 && tfImage(c.Image) ||
 		slices.ContainsFunc(all[:min(len(all), 2)], func(a string) bool { return path.Base(a) == tfEntrypoint })
 	return !entrypoint
 }
 
+// flagValue is the value of a container's flag name (--name=v or --name v)
+// where it last appears in the command and args: the one the server's flag
+// parser keeps (TensorFlow's, Triton's getopt and KServe's argparse alike).
+func flagValue(c *corev1.Container, name string) (string, bool) {
+	all := append(slices.Clone(c.Command), c.Args...)
+	v, found := "", false
+	for i, a := range all {
+		if s, ok := strings.CutPrefix(a, name+"="); ok {
+			v, found = s, true
+		} else if a == name && i+1 < len(all) {
+			v, found = all[i+1], true
+		}
+	}
+	return v, found
+}
+
 // currentPort reads the port the server is told to use, else its default.
 func currentPort(c *corev1.Container, kind serverKind, proto string, def int32) int32 {
-	name := flagName(kind, proto)
-	all := append(slices.Clone(c.Command), c.Args...)
-	for i, a := range all {
-		v, ok := strings.CutPrefix(a, name+"=")
-		if !ok && a == name && i+1 < len(all) {
-			v, ok = all[i+1], true
-		}
-		if ok {
-			if n, err := strconv.Atoi(v); err == nil && n > 0 && n <= 65535-portShift {
-				return int32(n)
-			}
+	if v, ok := flagValue(c, flagName(kind, proto)); ok {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 && n <= 65535-portShift {
+			return int32(n)
 		}
 	}
 	return def
