@@ -127,13 +127,10 @@ func (p Probe) check(ctx context.Context) (bool, string) {
 	if p.GRPC {
 		return p.checkGRPC(ctx, scheme)
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+p.Upstream+"/v2/health/ready", nil)
-	res, err := p.Transport.RoundTrip(req)
+	res, err := p.get(ctx, scheme, "/v2/health/ready")
 	if err != nil {
 		return false, "unreachable: " + err.Error()
 	}
-	io.Copy(io.Discard, io.LimitReader(res.Body, 1<<10))
-	res.Body.Close()
 	if p.Kind == ProbeTCP {
 		return true, ""
 	}
@@ -198,18 +195,28 @@ func (p Probe) unary(ctx context.Context, scheme, method string) (string, []byte
 	return st, body, nil
 }
 
+// get asks an HTTP upstream for path and returns its answer, the body read
+// (up to 1 KiB) and closed.
+func (p Probe) get(ctx context.Context, scheme, path string) (*http.Response, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+p.Upstream+path, nil)
+	res, err := p.Transport.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	io.Copy(io.Discard, io.LimitReader(res.Body, 1<<10))
+	res.Body.Close()
+	return res, nil
+}
+
 // torchServePing asks an HTTP upstream without KServe's health route for
 // TorchServe's: GET /ping answers 200 while its workers are healthy and 500
 // when not. An upstream without that either is ready once reachable, as
 // that is all that can be known.
 func (p Probe) torchServePing(ctx context.Context, scheme string) (bool, string) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+p.Upstream+"/ping", nil)
-	res, err := p.Transport.RoundTrip(req)
+	res, err := p.get(ctx, scheme, "/ping")
 	if err != nil {
 		return false, "unreachable: " + err.Error()
 	}
-	io.Copy(io.Discard, io.LimitReader(res.Body, 1<<10))
-	res.Body.Close()
 	if res.StatusCode == http.StatusInternalServerError {
 		return false, "TorchServe /ping answered " + res.Status
 	}
