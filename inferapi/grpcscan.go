@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -21,9 +20,9 @@ var ErrTooLarge = errors.New("inferapi: grpc message exceeds the size limit")
 // Bounds on what the scanner keeps of a message: it reads metadata, never
 // payload, so these hold whatever the sender puts on the wire.
 const (
-	maxField  = 256 // bytes kept of a model, version, tensor name or datatype
-	maxDims   = 64  // shape dimensions kept per tensor
-	grpcFrame = 5   // compressed flag and big-endian length
+	maxField  = MaxLabelBytes // bytes kept of a model, version, tensor name or datatype
+	maxDims   = MaxDims
+	grpcFrame = 5 // compressed flag and big-endian length
 	// maxText bounds the string arena: model, version and the name and
 	// datatype of every kept tensor, even if a sender repeats fields.
 	maxText = (2 + 2*record.MaxTensors) * maxField
@@ -814,8 +813,7 @@ func (s *GRPCScanner) fillTensors(order []int, add func(record.Tensor)) {
 	}
 }
 
-// value returns a kept string. It becomes a metric label, so bytes that are
-// not UTF-8 (a rune cut by the bound, or a sender's garbage) are dropped.
+// value returns a kept string (already within maxField bytes) as a label.
 func (s *GRPCScanner) value(sp span) string {
-	return strings.ToValidUTF8(string(s.text[sp.off:sp.off+sp.n]), "")
+	return Label(string(s.text[sp.off : sp.off+sp.n]))
 }

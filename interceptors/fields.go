@@ -3,7 +3,6 @@ package interceptors
 import (
 	"slices"
 	"strconv"
-	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -12,13 +11,6 @@ import (
 	"github.com/inferwatch/inferwatch/inferapi"
 	"github.com/inferwatch/inferwatch/proto/inference"
 	"github.com/inferwatch/inferwatch/record"
-)
-
-// Bounds on what is kept of a message, the sidecar scanner's
-// (inferapi.GRPCScanner): it holds whatever the sender puts in a message.
-const (
-	maxField = 256 // bytes kept of a model, version or tensor name
-	maxDims  = 64  // shape dimensions kept per tensor
 )
 
 // Field numbers read from KServe's control messages and from TensorFlow
@@ -199,7 +191,7 @@ func tfTensors(m protoreflect.Message, n protowire.Number, add func(record.Tenso
 			continue
 		}
 		t := tfTensor(mp.Get(protoreflect.ValueOfString(k).MapKey()).Message())
-		t.Name = label(k)
+		t.Name = inferapi.Label(k)
 		if i == 0 {
 			first = t.Shape
 		}
@@ -221,7 +213,7 @@ func tfTensor(m protoreflect.Message) record.Tensor {
 	}
 	if sh := subMessage(m, tensorShape); sh != nil {
 		if l := repeated(sh, shapeDim, protoreflect.MessageKind); l != nil {
-			for i := 0; i < l.Len() && len(t.Shape) < maxDims; i++ {
+			for i := 0; i < l.Len() && len(t.Shape) < inferapi.MaxDims; i++ {
 				d := l.Get(i).Message()
 				// Every Dim is a dimension, an unset size a 0 one (proto3
 				// does not send it), as the scanner reads the wire.
@@ -307,7 +299,7 @@ func tsInputs(m protoreflect.Message, add func(record.Tensor)) {
 			add(record.Tensor{})
 			continue
 		}
-		add(record.Tensor{Name: label(k), Bytes: int64(len(mp.Get(protoreflect.ValueOfString(k).MapKey()).Bytes()))})
+		add(record.Tensor{Name: inferapi.Label(k), Bytes: int64(len(mp.Get(protoreflect.ValueOfString(k).MapKey()).Bytes()))})
 	}
 }
 
@@ -371,20 +363,10 @@ func text(m protoreflect.Message, n protowire.Number) string {
 	}
 	switch fd.Kind() {
 	case protoreflect.StringKind:
-		return label(m.Get(fd).String())
+		return inferapi.Label(m.Get(fd).String())
 	case protoreflect.BytesKind:
 		b := m.Get(fd).Bytes()
-		return label(string(b[:min(len(b), maxField)]))
+		return inferapi.Label(string(b[:min(len(b), inferapi.MaxLabelBytes)]))
 	}
 	return ""
-}
-
-// label bounds a string that becomes a metric label as the scanner does:
-// its first maxField bytes, less any that are not UTF-8 (a rune cut by the
-// bound, or a sender's garbage).
-func label(s string) string {
-	if len(s) > maxField {
-		s = s[:maxField]
-	}
-	return strings.ToValidUTF8(s, "")
 }
