@@ -10,7 +10,8 @@
 // design over a grpc-go server/client pair is measured in docs/architecture.md.
 //
 // One file, one job: handler.go serves a call, body.go taps the bodies,
-// headers.go handles hop-by-hop headers and trailers, grpcstatus.go speaks
+// headers.go handles hop-by-hop headers and trailers, upgrade.go relays
+// protocol switches (WebSocket) as byte tunnels, grpcstatus.go speaks
 // gRPC status, transport.go dials upstreams, server.go runs listeners and
 // drains them, tlsfiles.go reloads certificates, tcpinfo.go reads kernel
 // RTTs, readiness.go probes upstreams, decode.go prices serialization.

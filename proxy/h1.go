@@ -217,8 +217,47 @@ func (p *h1Pool) exchange(c *h1Conn, req *http.Request) (*http.Response, bool, e
 			return nil, true, fmt.Errorf("read response: %w", ctxErr(ctx, err))
 		}
 	}
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		// The connection carries another protocol from here: it leaves the
+		// pool, and the call's context no longer bounds it (the tunnel
+		// closes it).
+		if !stop() {
+			return nil, true, ctxErr(ctx, errors.New("cancelled as the protocol switched"))
+		}
+		res.Body = &switchedConn{c: c, p: p}
+		return res, true, nil
+	}
 	res.Body = &h1Body{rc: res.Body, c: c, p: p, stop: stop, keep: !res.Close && !req.Close}
 	return res, true, nil
+}
+
+// switchedConn is an upstream connection after a 101: what the upstream
+// sends, from the bytes buffered behind the 101 on, and what it is sent.
+type switchedConn struct {
+	c    *h1Conn
+	p    *h1Pool
+	once sync.Once
+}
+
+func (s *switchedConn) Read(b []byte) (int, error)  { return s.c.br.Read(b) }
+func (s *switchedConn) Write(b []byte) (int, error) { return s.c.nc.Write(b) }
+
+// CloseWrite forwards the client's end of the stream as a FIN.
+func (s *switchedConn) CloseWrite() error {
+	if !closeWrite(s.c.nc) {
+		return errors.New("upstream connection cannot half-close")
+	}
+	return nil
+}
+
+// Close ends the connection. Its read buffer is not pooled again: a read
+// may still be returning from it.
+func (s *switchedConn) Close() error {
+	s.once.Do(func() {
+		s.c.nc.Close()
+		s.p.done()
+	})
+	return nil
 }
 
 // ctxErr prefers the context's error, so a cancelled call classifies as

@@ -47,6 +47,7 @@ type Handler struct {
 	decodeN  atomic.Uint64
 	every    uint64       // decode every n-th infer call; 0 never
 	budget   atomic.Int64 // capture bytes left
+	tunnels  tunnelSet    // upgraded connections (upgrade.go)
 }
 
 // NewHandler returns a Handler; o.Transport and o.Pipeline are required.
@@ -91,6 +92,7 @@ type call struct {
 	deadline time.Time               // from grpc-timeout; zero when none
 	timeout  time.Duration           // grpc-timeout as sent
 	stream   *inferapi.StreamTracker // ModelStreamInfer only
+	tunnelUp int64                   // bytes the client sent over its upgraded connection
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -140,7 +142,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.o.Trace != nil {
 		h.o.Trace.Start(c, h.o.Route, r.Header)
 	}
-	out, err := h.outgoing(ctx, r, cl.grpc, cl.body)
+	offered := upgradeType(r)
+	out, err := h.outgoing(ctx, r, cl.grpc, cl.body, offered)
 	if err != nil {
 		// The client broke off its own request body: nobody to answer.
 		c.ErrorKind, c.Code = record.ErrClientCancel, statusForCancel(false)
@@ -156,6 +159,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.FirstByte = time.Since(start)
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		h.tunnel(w, cl, res, offered)
+		h.finish(cl, r)
+		return
+	}
 	abort := h.relay(w, cl, res)
 	h.finish(cl, r)
 	if abort {
@@ -166,9 +174,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // outgoing builds the upstream request: same method, path, query, headers
-// (less hop-by-hop; traceparent and tracestate as the trace hook set them),
-// host and body; nothing else added.
-func (h *Handler) outgoing(ctx context.Context, r *http.Request, grpc bool, body *requestBody) (*http.Request, error) {
+// (less hop-by-hop, but for an upgrade's own two; traceparent and
+// tracestate as the trace hook set them), host and body; nothing else
+// added.
+func (h *Handler) outgoing(ctx context.Context, r *http.Request, grpc bool, body *requestBody, offered string) (*http.Request, error) {
 	out := r.WithContext(ctx)
 	u := *r.URL
 	u.Scheme, u.Host = h.scheme, h.o.Upstream
@@ -176,6 +185,9 @@ func (h *Handler) outgoing(ctx context.Context, r *http.Request, grpc bool, body
 	out.RequestURI = ""
 	out.Close = false
 	removeHopHeaders(out.Header)
+	if offered != "" {
+		setUpgrade(out.Header, offered)
+	}
 	if _, ok := out.Header["User-Agent"]; !ok {
 		out.Header["User-Agent"] = []string{""} // keep the transport from adding its own
 	}
@@ -434,11 +446,13 @@ func classify(ctx context.Context, err, bodyErr error) (record.ErrorKind, int, i
 // finish completes the record from the taps and hands it to the pipeline.
 func (h *Handler) finish(cl *call, r *http.Request) {
 	c := cl.rec
-	c.End = time.Since(c.Start)
+	if c.End == 0 { // a tunnel's ended at its 101
+		c.End = time.Since(c.Start)
+	}
 	b := cl.body
 	b.finish()
 	b.release()
-	c.RequestBytes = b.bytes
+	c.RequestBytes = b.bytes + cl.tunnelUp
 	c.RequestEnd = b.lastRead
 	c.UpstreamSent = b.sent
 	if c.UpstreamSent == 0 && b.eof {

@@ -127,11 +127,11 @@ func newHTTPServer(l Listener, logger *slog.Logger) *http.Server {
 	}
 }
 
-// Shutdown stops accepting and waits for in-flight calls to finish, until
-// ctx ends; then it closes what is left.
+// Shutdown stops accepting and waits for in-flight calls and upgraded
+// connections to finish, until ctx ends; then it closes what is left.
 func (s *Server) Shutdown(ctx context.Context) error {
 	var wg sync.WaitGroup
-	errs := make([]error, 3*len(s.srvs))
+	errs := make([]error, 4*len(s.srvs))
 	for i, srv := range s.srvs {
 		wg.Add(1)
 		go func() {
@@ -146,6 +146,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			go func() {
 				defer wg.Done()
 				errs[2*len(s.srvs)+i] = h.Shutdown(ctx)
+			}()
+		}
+		if d, ok := s.ls[i].Handler.(interface{ DrainTunnels(context.Context) error }); ok {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[3*len(s.srvs)+i] = d.DrainTunnels(ctx)
 			}()
 		}
 		if f := s.ls[i].Frames; f != nil {

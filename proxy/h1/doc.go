@@ -18,7 +18,8 @@
 // request.go parses a request head and its framing; fields.go checks
 // header lines and builds header maps for both request and response heads;
 // body.go reads request bodies (Content-Length, chunked with trailers,
-// 100-continue); response.go frames responses; watch.go watches an idle
+// 100-continue); response.go frames responses; hijack.go hands a
+// connection to the handler for an upgraded protocol; watch.go watches an idle
 // client connection during a call, and hangup_linux.go holds the epoll set
 // that learns of a TCP client's FIN; upstream.go writes
 // the upstream request of an in-memory body and reads the head of its

@@ -14,10 +14,11 @@ import (
 // through the connection's buffered writer: a small response is one write,
 // a streamed one is flushed when the handler flushes.
 type response struct {
-	c    *conn
-	req  *http.Request
-	hdr  http.Header
-	body *body
+	c     *conn
+	req   *http.Request
+	hdr   http.Header
+	body  *body
+	watch *watcher // the call's watch of its client (watch.go)
 
 	mu          sync.Mutex // the head against a concurrent 100 Continue
 	expect      bool       // the client waits for 100 Continue to send its body

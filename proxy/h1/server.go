@@ -72,6 +72,9 @@ type conn struct {
 	tls    *tls.ConnectionState
 	head   []byte // the request head's bytes, reused
 	linger bool   // the last response went out: close lingering
+	// hijacked: the handler took the connection over (hijack.go); the
+	// server leaves it alone from then on.
+	hijacked bool
 
 	// The hangup poller's view (hangup_linux.go): rc is a clear-text TCP
 	// connection's descriptor, pollID its entry once registered.
@@ -93,7 +96,11 @@ func (s *Server) ServeConn(nc net.Conn) {
 		return
 	}
 	defer s.forget(c)
-	defer nc.Close()
+	defer func() {
+		if !c.hijacked {
+			nc.Close()
+		}
+	}()
 	defer func() {
 		if c.pollID != 0 {
 			hangupPoller.forget(c.pollID)
@@ -168,7 +175,12 @@ func (c *conn) serve(base context.Context, req *http.Request) (keep, answered bo
 		w.body, w.expect = body, body.expect
 	}
 	watch := c.watchAfter(c.srv.watchAfter(), body, cancel)
+	w.watch = watch
 	aborted := c.run(w, req)
+	if c.hijacked {
+		cancel(nil)
+		return false, false
+	}
 	clientGone := watch.stop()
 	cancel(nil)
 	if aborted || clientGone {

@@ -652,3 +652,73 @@ func TestEarlyAnswerDelivered(t *testing.T) {
 		t.Errorf("got %s and %d of %d body bytes", res.Status, n, size)
 	}
 }
+
+// TestHijack: a handler that takes the connection over (an upgrade) gets
+// every byte the client sent after the head, those a watching read took
+// included; the server neither writes nor closes the connection again,
+// and Shutdown does not wait for it.
+func TestHijack(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		wrap func(net.Conn) net.Conn
+	}{
+		{"polled", nil},
+		{"watched by a read", func(c net.Conn) net.Conn { return opaqueConn{c} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			writeErr := make(chan error, 1)
+			s := &Server{WatchAfter: 5 * time.Millisecond, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				time.Sleep(60 * time.Millisecond) // the watch has begun, and read
+				nc, brw, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					t.Errorf("hijack: %v", err)
+					return
+				}
+				_, err = w.Write([]byte("not on the wire"))
+				writeErr <- err
+				go func() { // outlives the handler, as an upgraded session does
+					defer nc.Close()
+					brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+					brw.Flush()
+					for {
+						line, err := brw.ReadString('\n')
+						if err != nil {
+							return
+						}
+						brw.WriteString("echo " + line)
+						brw.Flush()
+					}
+				}()
+			})}
+			addr := serveWrapped(t, s, tc.wrap)
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+			time.Sleep(30 * time.Millisecond)
+			io.WriteString(c, "early\n")
+			br := bufio.NewReader(c)
+			res, err := http.ReadResponse(br, nil)
+			if err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+				t.Fatalf("answer %v, %v", res, err)
+			}
+			if err := <-writeErr; !errors.Is(err, http.ErrHijacked) {
+				t.Errorf("write after the hijack: %v, want http.ErrHijacked", err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if err := s.Shutdown(ctx); err != nil {
+				t.Errorf("Shutdown waited for a hijacked connection: %v", err)
+			}
+			io.WriteString(c, "late\n")
+			for _, want := range []string{"echo early\n", "echo late\n"} {
+				if line, err := br.ReadString('\n'); line != want {
+					t.Fatalf("read %q, %v; want %q", line, err, want)
+				}
+			}
+		})
+	}
+}
