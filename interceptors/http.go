@@ -89,7 +89,10 @@ func (m *middleware) finish(c *record.Call, rw *recordingWriter, r *http.Request
 	if rw.status == 0 {
 		rw.status = http.StatusOK
 		if rw.hijacked && httpguts.HeaderValuesContainsToken(r.Header["Connection"], "upgrade") {
+			// The record is the handshake's, as the sidecar's: a session
+			// of an hour is not an hour's latency.
 			rw.status = http.StatusSwitchingProtocols
+			c.End, c.ResponseEnd, c.Stream = rw.hijackedAt, rw.hijackedAt, true
 		}
 		if c.FirstByte == 0 {
 			c.FirstByte = c.End
@@ -157,9 +160,10 @@ type recordingWriter struct {
 	capture *callcap.Prefix
 	route   inferapi.Route
 	sse     *inferapi.EventTimer // its answer is an event stream
-	// hijacked: the handler took the connection over (Hijack); what it
-	// wrote there is not counted.
-	hijacked bool
+	// hijacked: the handler took the connection over (Hijack), at
+	// hijackedAt; what it wrote there is not counted.
+	hijacked   bool
+	hijackedAt time.Duration
 }
 
 func (w *recordingWriter) WriteHeader(code int) {
@@ -202,13 +206,14 @@ func (w *recordingWriter) Flush() {
 // Hijack keeps http.Hijacker visible to the handler, as upgrading handlers
 // (WebSocket endpoints) assert it. The status and everything after it go
 // over the connection the handler now owns, unseen: the record says 101
-// for an upgrade request, and counts only what was written before.
+// for an upgrade request, ends at the hijack, and counts only what was
+// written before.
 func (w *recordingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
 	if err == nil {
-		w.hijacked = true
+		w.hijacked, w.hijackedAt = true, since(w.c)
 		if w.status == 0 {
-			w.c.FirstByte = since(w.c) // the handler answers from here on
+			w.c.FirstByte = w.hijackedAt // the handler answers from here on
 		}
 	}
 	return conn, brw, err

@@ -453,6 +453,7 @@ func TestHTTPMiddlewareUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	switched := time.Now()
 	if res.StatusCode != http.StatusSwitchingProtocols {
 		b, _ := io.ReadAll(res.Body)
 		t.Fatalf("status %d: %s", res.StatusCode, b)
@@ -468,7 +469,13 @@ func TestHTTPMiddlewareUpgrade(t *testing.T) {
 	if len(col.recs) != 1 {
 		t.Fatalf("%d records", len(col.recs))
 	}
-	if c := col.recs[0]; c.Code != "101" || c.ResponseBytes != 0 || c.ErrorKind != record.ErrNone || c.FirstByte <= 0 || c.FirstByte > c.End {
-		t.Errorf("record: code %q, response bytes %d, error %q, first byte %v of %v; want 101, 0, none, at the hijack", c.Code, c.ResponseBytes, c.ErrorKind, c.FirstByte, c.End)
+	c := col.recs[0]
+	if c.Code != "101" || c.ResponseBytes != 0 || c.ErrorKind != record.ErrNone || c.FirstByte <= 0 || c.FirstByte > c.End || !c.Stream {
+		t.Errorf("record: code %q, response bytes %d, error %q, first byte %v of %v, stream %v; want 101, 0, none, at the hijack, a stream", c.Code, c.ResponseBytes, c.ErrorKind, c.FirstByte, c.End, c.Stream)
+	}
+	// The handshake's record, not the session's: it ended before the
+	// client had its 101 (the session went on after).
+	if end := c.Start.Add(c.End); end.After(switched) {
+		t.Errorf("record ends %v after the client had its 101", end.Sub(switched))
 	}
 }
