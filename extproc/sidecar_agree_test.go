@@ -94,9 +94,9 @@ func gzipped(b []byte) []byte {
 
 // callView is what a front reads from a call's bytes, not its timing.
 func callView(c *record.Call) string {
-	return fmt.Sprintf("%s %s %s model=%q version=%q code=%s stream=%v bytes=%d/%d msgs=%d/%d batch=%d in=%d%v out=%d%v stages=%v decodefail=%v",
+	return fmt.Sprintf("%s %s %s model=%q version=%q code=%s stream=%v bytes=%d/%d msgs=%d/%d batch=%d in=%d%v out=%d%v stages=%v decodefail=%v ready=%v",
 		c.Protocol, c.API, c.Method, c.Model, c.Version, c.Code, c.Stream, c.RequestBytes, c.ResponseBytes,
-		c.RequestMessages, c.ResponseMessages, c.BatchSize, c.InputCount, c.Inputs, c.OutputCount, c.Outputs, c.Stages, c.DecodeFail)
+		c.RequestMessages, c.ResponseMessages, c.BatchSize, c.InputCount, c.Inputs, c.OutputCount, c.Outputs, c.Stages, c.DecodeFail, c.Ready)
 }
 
 type timedModel struct {
@@ -279,6 +279,36 @@ func TestSameRecordAsSidecar(t *testing.T) {
 		}
 		if a, b := llmView(ep.LLM), llmView(side.LLM); a != b || side.LLM.ContentEvents != 3 {
 			t.Fatalf("LLM records differ:\n ext_proc %s\n sidecar  %s", a, b)
+		}
+	})
+	// A REST model status answer whose readiness is in its body (TF
+	// Serving answers 200 while a version loads): both fronts read it.
+	t.Run("http status", func(t *testing.T) {
+		const status = `{"model_version_status":[{"version":"1","state":"LOADING","status":{"error_code":"OK","error_message":""}}]}`
+		addr, scCol := httpSidecar(t, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, status)
+		})
+		res, err := http.Get("http://" + addr + "/v1/models/resnet")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		side := scCol.wait(t, 1)
+
+		h := newHarness(t, Options{CaptureBytes: 1 << 20}, nil)
+		exchange(t, h, []*extprocv3.ProcessingRequest{
+			reqHeaders(headers(true, ":method", "GET", ":path", "/v1/models/resnet")),
+			respHeaders(headers(false, ":status", "200", "content-type", "application/json")),
+			respBody([]byte(status), true),
+		})
+		ep := h.col.wait(t, 1)
+		if a, b := callView(ep), callView(side); a != b {
+			t.Fatalf("records differ:\n ext_proc %s\n sidecar  %s", a, b)
+		}
+		if side.Ready != record.ReadyNo || side.Method != "model_ready" || side.Model != "resnet" {
+			t.Fatalf("sidecar record: %s", callView(side))
 		}
 	})
 	// Plain JSON, then the same compressed both ways: a gzip body is not

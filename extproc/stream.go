@@ -212,7 +212,7 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, attrs map[string]*str
 	} else {
 		c.Protocol = record.ProtocolHTTP
 		st.route = inferapi.HTTPRoute(method, path, o.APIHint)
-		if st.route.Infer && o.CaptureBytes > 0 {
+		if st.route.ReadsBody() && o.CaptureBytes > 0 {
 			st.reqCap = callcap.NewPrefix(o.CaptureBytes, st.s.budget)
 			st.respCap = callcap.NewPrefix(o.CaptureBytes, st.s.budget)
 			st.reqHdr = callcap.DecodeHeaders(func(k string) string { return lookup(h, k) })
@@ -439,7 +439,7 @@ func (st *stream) finish(now time.Time, clean bool) {
 			st.sse.Finish(c, c.ErrorKind == record.ErrClientCancel)
 		}
 		if st.reqCap != nil {
-			c.Deferred = callcap.HTTPDecode(st.route, st.reqHdr, st.reqCap, st.respHdr, st.respCap, st.s.sampler.Sample())
+			c.Deferred = callcap.HTTPDecode(st.route, st.reqHdr, st.reqCap, st.respHdr, st.respCap, st.route.Infer && st.s.sampler.Sample())
 		}
 	}
 	if !st.s.o.Pipeline.Submit(c) {

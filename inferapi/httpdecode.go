@@ -60,9 +60,30 @@ func ScanHTTPResponse(r Route, h http.Header, body []byte, truncated bool, c *re
 }
 
 func decodeHTTP(r Route, h http.Header, body []byte, truncated bool, c *record.Call, response, scan bool) error {
-	if !r.Infer {
+	if !r.ReadsBody() {
 		return nil
 	}
+	var err error
+	switch {
+	case !r.Infer:
+		if response { // a model status answer
+			err = decodeStatus(h, body, truncated, c, scan)
+		}
+	default:
+		err = decodeInfer(r, h, body, truncated, c, response, scan)
+	}
+	if err != nil {
+		c.DecodeFail = true
+		side := "request"
+		if response {
+			side = "response"
+		}
+		return fmt.Errorf("decode %s %s %s: %w", r.API, r.Method, side, err)
+	}
+	return nil
+}
+
+func decodeInfer(r Route, h http.Header, body []byte, truncated bool, c *record.Call, response, scan bool) error {
 	var err error
 	switch r.API {
 	case record.APIKServeV2:
@@ -80,15 +101,7 @@ func decodeHTTP(r Route, h http.Header, body []byte, truncated bool, c *record.C
 			err = decodeOpenAIRequest(h, body, truncated, c, scan)
 		}
 	}
-	if err != nil {
-		c.DecodeFail = true
-		side := "request"
-		if response {
-			side = "response"
-		}
-		return fmt.Errorf("decode %s %s %s: %w", r.API, r.Method, side, err)
-	}
-	return nil
+	return err
 }
 
 // bodyKind is how a body is encoded, as far as the decoders care.

@@ -64,6 +64,14 @@ func (r Route) Generative() bool {
 	return r.API == record.APIOpenAI || r.Method == MethodGenerate || r.Method == MethodGenerateStream
 }
 
+// ReadsBody says an HTTP call's bodies go to the decoders (a front
+// captures them): inference calls, and the REST model status calls whose
+// answer says readiness in its body — KServe v1's and TF Serving's GET
+// /v1/models/{m}; TF Serving answers it 200 while a version still loads.
+func (r Route) ReadsBody() bool {
+	return r.Infer || r.Method == MethodModelReady && (r.API == record.APIKServeV1 || r.API == record.APITFServing)
+}
+
 // The gRPC services GRPCRoute recognises.
 const (
 	// grpcService is the KServe v2 (Open Inference Protocol) service, which

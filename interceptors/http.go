@@ -46,7 +46,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Model: rt.Model, Version: rt.Version, RequestMessages: 1, ResponseMessages: 1}
 	var reqCap, respCap *callcap.Prefix
 	if m.rec != nil {
-		if rt.Infer && m.rec.o.CaptureBytes > 0 {
+		if rt.ReadsBody() && m.rec.o.CaptureBytes > 0 {
 			reqCap = callcap.NewPrefix(m.rec.o.CaptureBytes, m.rec.budget)
 			respCap = callcap.NewPrefix(m.rec.o.CaptureBytes, m.rec.budget)
 		}
@@ -116,7 +116,7 @@ func (m *middleware) finish(c *record.Call, rw *recordingWriter, r *http.Request
 	if reqCap != nil {
 		reqHdr := callcap.DecodeHeaders(func(k string) string { return r.Header.Get(k) })
 		respHdr := callcap.DecodeHeaders(func(k string) string { return rw.Header().Get(k) })
-		c.Deferred = callcap.HTTPDecode(rt, reqHdr, reqCap, respHdr, respCap, m.rec.decode.Sample())
+		c.Deferred = callcap.HTTPDecode(rt, reqHdr, reqCap, respHdr, respCap, rt.Infer && m.rec.decode.Sample())
 	}
 	if !m.pipeline.Submit(c) {
 		reqCap.Release()

@@ -479,3 +479,39 @@ func TestHTTPMiddlewareUpgrade(t *testing.T) {
 		t.Errorf("record ends %v after the client had its 101", end.Sub(switched))
 	}
 }
+
+// TestHTTPMiddlewareStatusReadiness: a REST model status answer says
+// readiness in its body (TF Serving answers 200 while a version loads),
+// and the middleware reads it as the sidecar does; a status call is never
+// the decode sample.
+func TestHTTPMiddlewareStatusReadiness(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want record.Readiness
+	}{
+		{`{"model_version_status":[{"version":"1","state":"LOADING"}]}`, record.ReadyNo},
+		{`{"model_version_status":[{"version":"1","state":"AVAILABLE"}]}`, record.ReadyYes},
+		{`{"name":"m","ready":true}`, record.ReadyYes},
+	} {
+		col := &collector{}
+		rec, err := New(Options{DecodeSample: 1, NoTracing: true, Sinks: []record.Sink{col}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(rec.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, tc.body)
+		})))
+		res, err := http.Get(srv.URL + "/v1/models/m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		srv.Close()
+		rec.Close(context.Background())
+		if c := col.all()[0]; c.Ready != tc.want || c.Method != "model_ready" || c.DecodeRan || c.DecodeFail {
+			t.Errorf("%s: ready %v method %q decode ran %v failed %v; want %v, model_ready, no decode phase", tc.body, c.Ready, c.Method, c.DecodeRan, c.DecodeFail, tc.want)
+		}
+	}
+}

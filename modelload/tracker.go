@@ -120,10 +120,11 @@ func (t *Tracker) Observe(c *record.Call) {
 	case inferMethods[c.Method]:
 	case c.API == record.APIKServeV2 && (c.Method == inferapi.MethodRepositoryLoad ||
 		c.Method == inferapi.MethodRepositoryUnload || c.Method == inferapi.MethodModelReady):
-	case c.Protocol == record.ProtocolGRPC && c.Method == inferapi.MethodModelReady:
-		// Another API's readiness read from its answer's body (TF Serving's
-		// GetModelStatus). Not REST's: TF Serving answers 200 while a
-		// version is still loading.
+	case c.Method == inferapi.MethodModelReady && (c.Protocol == record.ProtocolGRPC ||
+		c.API == record.APITFServing || c.API == record.APIKServeV1):
+		// Another API's readiness, read from its answer's body (TF
+		// Serving's GetModelStatus and REST model status, KServe v1's
+		// "ready"): TF Serving answers 200 while a version still loads.
 	default:
 		return
 	}
@@ -211,11 +212,13 @@ func (t *Tracker) unload(m *model, c *record.Call, name, version string) {
 }
 
 // readyAnswer reads a readiness call's answer: gRPC's from the response
-// body, REST's from the status (200 ready, 4xx not; KServe v2 says so).
+// body; KServe v2 REST's from the status (200 ready, 4xx not; KServe v2
+// says so); KServe v1's and TF Serving's REST from the body, or a 4xx
+// (an unknown model) as not ready.
 func (t *Tracker) readyAnswer(m *model, c *record.Call, name string) {
 	var s readiness
-	switch c.Protocol {
-	case record.ProtocolGRPC:
+	switch {
+	case c.Protocol == record.ProtocolGRPC:
 		switch {
 		case c.Code != "OK":
 			// Triton answers NOT_FOUND for a model it does not know.
@@ -227,11 +230,19 @@ func (t *Tracker) readyAnswer(m *model, c *record.Call, name string) {
 		case c.Ready == record.ReadyNo:
 			s = stateNotReady
 		}
-	default:
+	case c.API == record.APIKServeV2:
 		switch {
 		case c.Code == "200":
 			s = stateReady
 		case len(c.Code) == 3 && c.Code[0] == '4':
+			s = stateNotReady
+		}
+	default:
+		switch {
+		case c.Code == "200" && c.Ready == record.ReadyYes:
+			s = stateReady
+		case c.Code == "200" && c.Ready == record.ReadyNo,
+			len(c.Code) == 3 && c.Code[0] == '4':
 			s = stateNotReady
 		}
 	}

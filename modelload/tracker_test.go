@@ -94,7 +94,8 @@ func TestTracker(t *testing.T) {
 			// body whether a version is AVAILABLE, as KServe's ModelReady
 			// does: a model seen loading, then available, has its first
 			// Predict counted cold. (Over REST, TF Serving answers 200
-			// while loading, so its REST status calls are not followed.)
+			// while loading: a REST status call whose body was not read
+			// says nothing.)
 			name: "TF Serving's GetModelStatus is a readiness answer",
 			calls: []call{
 				{api: record.APITFServing, method: inferapi.MethodModelReady, model: "m", ready: record.ReadyNo, at: 0, dur: 1},
@@ -108,6 +109,28 @@ func TestTracker(t *testing.T) {
 				`inferwatch_model_cold_request_duration_seconds_sum{model="m",version="1"}`:   "0.007",
 				`inferwatch_model_ready{model="m"}`:                                           "1",
 				`inferwatch_model_ready_transitions_total{model="m",to="ready"}`:              "1",
+			},
+		},
+		{
+			// Over REST, readiness is in the body (the decoder's c.Ready):
+			// TF Serving answers 200 with a version LOADING, then
+			// AVAILABLE; KServe v1 says "ready". A 404 (a model the server
+			// does not know) is not ready; a 503 says nothing.
+			name: "TF Serving's and KServe v1's REST status bodies are readiness answers",
+			calls: []call{
+				{api: record.APITFServing, proto: record.ProtocolHTTP, method: inferapi.MethodModelReady, model: "m", ready: record.ReadyNo, at: 0, dur: 1},
+				{api: record.APITFServing, proto: record.ProtocolHTTP, method: inferapi.MethodModelReady, model: "m", ready: record.ReadyYes, at: 10, dur: 1},
+				{api: record.APITFServing, proto: record.ProtocolHTTP, method: inferapi.MethodPredict, model: "m", version: "1", at: 20, dur: 7},
+				{api: record.APIKServeV1, proto: record.ProtocolHTTP, method: inferapi.MethodModelReady, model: "m", code: "404", at: 30, dur: 1},
+				{api: record.APIKServeV1, proto: record.ProtocolHTTP, method: inferapi.MethodModelReady, model: "m", ready: record.ReadyYes, at: 40, dur: 1},
+				{api: record.APIKServeV1, proto: record.ProtocolHTTP, method: inferapi.MethodModelReady, model: "m", code: "503", at: 50, dur: 1},
+			},
+			want: map[string]string{
+				`inferwatch_model_cold_request_duration_seconds_count{model="m",version="1"}`: "1",
+				`inferwatch_model_cold_request_duration_seconds_sum{model="m",version="1"}`:   "0.007",
+				`inferwatch_model_ready{model="m"}`:                                           "1",
+				`inferwatch_model_ready_transitions_total{model="m",to="ready"}`:              "2",
+				`inferwatch_model_ready_transitions_total{model="m",to="not_ready"}`:          "1",
 			},
 		},
 		{

@@ -125,7 +125,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if cl.route.Method == inferapi.MethodStreamInfer {
 			cl.stream = inferapi.WatchStream(start, cl.body.scan, cl.respScan)
 		}
-	} else if cl.route.Infer && h.o.CaptureBytes > 0 {
+	} else if cl.route.ReadsBody() && h.o.CaptureBytes > 0 {
 		cl.body.capture = &capture{max: h.o.CaptureBytes, budget: &h.budget}
 		cl.respCap = &capture{max: h.o.CaptureBytes, budget: &h.budget}
 	}
@@ -465,7 +465,7 @@ func (h *Handler) finish(cl *call, r *http.Request) {
 	if !cl.grpc {
 		c.RequestMessages, c.ResponseMessages = 1, 1
 		if b.capture != nil {
-			c.Deferred = deferHTTPDecode(cl.route, decodeHeaders(r.Header), b.capture, cl.respHdr, cl.respCap, h.sampleDecode())
+			c.Deferred = deferHTTPDecode(cl.route, decodeHeaders(r.Header), b.capture, cl.respHdr, cl.respCap, cl.route.Infer && h.sampleDecode())
 		}
 	}
 	if h.o.UpstreamRTT != nil {
