@@ -2,7 +2,9 @@
 // calls that pass through the sidecar: Triton's repository extension loading
 // and unloading them (gRPC RepositoryModelLoad/RepositoryModelUnload, REST
 // POST /v2/repository/models/{m}/load|unload), the readiness answers clients
-// get (gRPC ModelReady, REST GET /v2/models/{m}/ready) and the first
+// get (gRPC ModelReady, REST GET /v2/models/{m}/ready; TF Serving's
+// GetModelStatus and KServe v1's and TF Serving's REST model status, read
+// from the answer's body) and the first
 // inference after each load, the cold call. The Tracker is a record.Sink on
 // the sidecar's pipeline, so it sees each call once, after it finished, off
 // the data path. A Poller beside it reads the upstream's repository index
