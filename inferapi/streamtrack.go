@@ -56,7 +56,8 @@ func (t *StreamTracker) Request(id string) {
 
 // Response notes a response message, arrived now: the request id it
 // answers, whether it is that request's final one (triton_final_response)
-// and whether it carries an error message.
+// and whether it carries an error message (then it marks the request
+// failed and is not counted as one of its responses).
 func (t *StreamTracker) Response(id string, final, failed bool) {
 	at := time.Since(t.start)
 	t.mu.Lock()
@@ -64,6 +65,13 @@ func (t *StreamTracker) Response(id string, final, failed bool) {
 	r := t.match(id)
 	if r == nil {
 		return // a request past the bound, or a response to nothing
+	}
+	if failed {
+		// An error message is no output: it fails the request, and the
+		// request's latencies and token count keep to what it generated,
+		// as an event stream's error event is no token either.
+		r.Error, r.Final = true, r.Final || final
+		return
 	}
 	if r.Responses == 0 {
 		r.FirstResponse = at
@@ -73,7 +81,6 @@ func (t *StreamTracker) Response(id string, final, failed bool) {
 	r.Responses++
 	r.LastResponse = at
 	r.Final = r.Final || final
-	r.Error = r.Error || failed
 }
 
 // match finds the request a response belongs to: the newest request with

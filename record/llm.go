@@ -65,7 +65,7 @@ type StreamRequest struct {
 	Arrived       time.Duration // the request message read from the client
 	FirstResponse time.Duration // its first response read from the upstream
 	LastResponse  time.Duration
-	Responses     int
+	Responses     int  // output responses: one with error_message is not counted
 	Gaps          Gaps // between its responses
 	Final         bool // a response carried triton_final_response
 	Error         bool // a response carried error_message

@@ -102,15 +102,14 @@ func llmEvents(c *record.Call) []sdktrace.Event {
 		if len(ev) >= maxSpanEvents {
 			break
 		}
-		if r.Responses == 0 {
+		if r.Responses == 0 && !r.Error {
 			continue
 		}
-		attrs := []attribute.KeyValue{
-			attribute.String("request.id", r.ID),
-			attribute.Float64("first_response_ms", ms(r.FirstResponse-r.Arrived)),
-			attribute.Int("responses", r.Responses),
-			attribute.Bool("final", r.Final),
+		attrs := []attribute.KeyValue{attribute.String("request.id", r.ID)}
+		if r.Responses > 0 {
+			attrs = append(attrs, attribute.Float64("first_response_ms", ms(r.FirstResponse-r.Arrived)))
 		}
+		attrs = append(attrs, attribute.Int("responses", r.Responses), attribute.Bool("final", r.Final))
 		if r.Error {
 			attrs = append(attrs, attribute.Bool("error", true))
 		}

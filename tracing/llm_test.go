@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/inferwatch/inferwatch/record"
 )
 
@@ -50,5 +52,23 @@ func TestLLMSpan(t *testing.T) {
 	ev := buildSpans(s, nil, "", "").spans[0].events
 	if len(ev) != maxSpanEvents || ev[0].Name != eventRequest {
 		t.Fatalf("%d events (want %d), first %+v", len(ev), maxSpanEvents, ev[0])
+	}
+
+	// A request answered only with an error has no response, but its
+	// failure is an event; one never answered is not.
+	s.StreamRequests = []record.StreamRequest{{ID: "failed", Arrived: msLLM, Error: true}, {ID: "waiting", Arrived: 2 * msLLM}}
+	ev = buildSpans(s, nil, "", "").spans[0].events
+	if len(ev) != 1 {
+		t.Fatalf("%d events, want the failed request's: %+v", len(ev), ev)
+	}
+	got := map[attribute.Key]attribute.Value{}
+	for _, a := range ev[0].Attributes {
+		got[a.Key] = a.Value
+	}
+	if got["request.id"].AsString() != "failed" || !got["error"].AsBool() || got["responses"].AsInt64() != 0 {
+		t.Errorf("failed request's event: %+v", ev[0].Attributes)
+	}
+	if _, ok := got["first_response_ms"]; ok {
+		t.Errorf("a request with no response has a first_response_ms: %+v", ev[0].Attributes)
 	}
 }
