@@ -16,7 +16,7 @@ import (
 // defaults.
 type Options struct {
 	Window     time.Duration // length of a window; default 10s
-	View       time.Duration // the rolled-up view, rounded down to whole windows; default 1m
+	View       time.Duration // the rolled-up view, rounded down to whole windows; default 1m, or one window if longer
 	History    int           // closed windows kept and fitted by the regression; default 30
 	EMATau     time.Duration // time constant of the EMA; default 1m
 	Accuracy   float64       // relative accuracy α of the quantiles; default 0.01
@@ -31,7 +31,9 @@ func (o Options) withDefaults() (Options, error) {
 		o.Window = 10 * time.Second
 	}
 	if o.View <= 0 {
-		o.View = time.Minute
+		// A window longer than a minute (a slow model's) is a valid choice;
+		// the view nobody set then covers that one window.
+		o.View = max(time.Minute, o.Window)
 	}
 	if o.View < o.Window {
 		return o, fmt.Errorf("windowstats: view %v is shorter than the window %v", o.View, o.Window)

@@ -421,6 +421,22 @@ func TestOptionsValidation(t *testing.T) {
 	}
 }
 
+// TestLongWindowDefaultView: a window longer than the default 1-minute view
+// (alerting.window: 2m, for a slow model) is a valid setting, and the view
+// nobody set covers one window rather than refusing to start.
+func TestLongWindowDefaultView(t *testing.T) {
+	for _, w := range []time.Duration{time.Minute, 90 * time.Second, 2 * time.Minute, 5 * time.Minute} {
+		s, err := New(Options{Window: w})
+		if err != nil {
+			t.Errorf("window %v, default view: %v", w, err)
+			continue
+		}
+		if s.k != 1 {
+			t.Errorf("window %v: default view of %d windows, want 1", w, s.k)
+		}
+	}
+}
+
 // TestControlCallsAreNotLatency: a model load through the repository API
 // names the model but is not one of its calls.
 func TestControlCallsAreNotLatency(t *testing.T) {
