@@ -12,7 +12,9 @@
 //     resolve: the receiver then sees one continuous episode).
 //   - One worker per destination sends batches. A failed POST (network
 //     error, 5xx, 429) is retried with exponential backoff and jitter, a
-//     bounded number of times; other 4xx answers are not retried.
+//     bounded number of times; other 4xx answers are not retried, nor is a
+//     redirect the HTTP client follows as a GET (301, 302, 303), which
+//     would drop the alerts (307 and 308 keep the POST and are followed).
 //   - Everything is counted in inferwatch_notifications_total{notifier,result}:
 //     result="sent" for alerts a destination accepted; "failed" for alerts
 //     given up after the last attempt, refused by the destination (4xx), or

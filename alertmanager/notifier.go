@@ -389,6 +389,12 @@ func (t *target) post(ctx context.Context, batch []alerting.Alert) error {
 	// to a bound) so the connection can be reused.
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) //nolint:errcheck // best effort
+	if resp.Request != nil && resp.Request.Method != http.MethodPost {
+		// A 301, 302 or 303 makes the client follow with a GET and no
+		// body: whatever answers it, the alerts were not delivered.
+		return permanentError{fmt.Errorf("post %d alerts to %s: redirected to %s, which the client follows as %s without the alerts: configure that URL",
+			len(batch), t.url, resp.Request.URL.Redacted(), resp.Request.Method)}
+	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}

@@ -369,6 +369,57 @@ func TestRetryConnectionRefused(t *testing.T) {
 	waitCounts(t, ms, "alertmanager", 0, 2, 0)
 }
 
+// TestRedirect: Alertmanager behind a proxy that redirects (http to https,
+// a moved path). Go's client follows a 301, 302 or 303 by re-sending a POST
+// as a GET without its body; the alerts never arrive, so that must count as
+// failed, not sent. A 307 or 308 keeps the POST and its body: delivered.
+func TestRedirect(t *testing.T) {
+	tests := []struct {
+		code       int
+		wantSent   uint64
+		wantFailed uint64
+		wantPosts  int // POSTs carrying the alert that reached the new URL
+	}{
+		{http.StatusMovedPermanently, 0, 1, 0},
+		{http.StatusFound, 0, 1, 0},
+		{http.StatusSeeOther, 0, 1, 0},
+		{http.StatusTemporaryRedirect, 1, 0, 1},
+		{http.StatusPermanentRedirect, 1, 0, 1},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.code), func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			posts := 0
+			mux := http.NewServeMux()
+			mux.HandleFunc("/old/api/v2/alerts", func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, "/new/api/v2/alerts", tt.code)
+			})
+			// Like Alertmanager, the new URL answers a GET with 200 too.
+			mux.HandleFunc("/new/api/v2/alerts", func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				if r.Method == http.MethodPost && strings.Contains(string(body), `"resnet"`) {
+					mu.Lock()
+					posts++
+					mu.Unlock()
+				}
+				w.Write([]byte("[]")) //nolint:errcheck // test server
+			})
+			srv := httptest.NewServer(mux)
+			t.Cleanup(srv.Close)
+			ms := metrics.NewSet()
+			c := newTestClient(t, []string{srv.URL + "/old"}, fastOptions(ms))
+			c.Notify(context.Background(), []alerting.Alert{firing("P99OverBaseline", "resnet")})
+			waitCounts(t, ms, "alertmanager", tt.wantSent, tt.wantFailed, 0)
+			mu.Lock()
+			defer mu.Unlock()
+			if posts != tt.wantPosts {
+				t.Errorf("%d POSTs with the alert reached the new URL, want %d", posts, tt.wantPosts)
+			}
+		})
+	}
+}
+
 // TestDropOldest holds the first request so the worker is busy, fills the
 // queue beyond its size, and checks that Notify did not block, that the
 // oldest alerts were dropped and counted, and that the newest went out.
