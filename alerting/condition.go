@@ -26,6 +26,8 @@ func (e *Engine) SetCondition(ctx context.Context, name string, labels, annotati
 	l["alertname"] = name
 	fp := fingerprint(l)
 	var out []Alert
+	e.notifyMu.Lock() // see Engine.notifyMu
+	defer e.notifyMu.Unlock()
 	e.mu.Lock()
 	ep := e.conds[fp]
 	switch {

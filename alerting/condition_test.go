@@ -2,6 +2,8 @@ package alerting
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -70,5 +72,80 @@ func TestSetCondition(t *testing.T) {
 	all := e.Alerts()
 	if len(all) != 1 || all[0].State != StateResolved || !all[0].EndsAt.Equal(t0.Add(2*time.Minute)) {
 		t.Errorf("after clearing, Alerts = %+v; want the resolved episode", all)
+	}
+}
+
+// gate is a notifier that, once armed, holds the first notification
+// carrying a firing alert until released: a slow first notifier (a webhook
+// before the Alertmanager client) widens the moment between the engine
+// deciding a re-send and the later notifiers getting it.
+type gate struct {
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (g *gate) Notify(_ context.Context, alerts []Alert) {
+	if !g.armed.Load() {
+		return
+	}
+	for _, a := range alerts {
+		if a.State == StateFiring {
+			g.once.Do(func() {
+				close(g.entered)
+				<-g.release
+			})
+			return
+		}
+	}
+}
+
+// TestConditionResolveAfterConcurrentResend: the leak watcher clears its
+// condition on its own goroutine while Tick is re-sending it. Every notifier
+// must get the re-send before the resolve, never after: a firing after the
+// resolve re-opens the episode at Alertmanager for its resolve timeout, and
+// a webhook receiver's last word on it would be firing.
+func TestConditionResolveAfterConcurrentResend(t *testing.T) {
+	g := &gate{entered: make(chan struct{}), release: make(chan struct{})}
+	rec := &recorder{}
+	e, err := NewEngine(Options{Notifiers: []Notifier{g, rec}, Resend: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	t0 := time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
+	labels := map[string]string{"upstream": "127.0.0.1:8000"}
+	e.SetCondition(ctx, RuleMemoryLeakSuspected, labels, nil, true, t0)
+
+	g.armed.Store(true)
+	start := len(rec.sent)
+	ticked := make(chan struct{})
+	go func() {
+		defer close(ticked)
+		e.Tick(ctx, t0.Add(2*time.Minute)) // the re-send is due
+	}()
+	<-g.entered
+	cleared := make(chan struct{})
+	go func() {
+		defer close(cleared)
+		e.SetCondition(ctx, RuleMemoryLeakSuspected, labels, nil, false, t0.Add(2*time.Minute))
+	}()
+	select {
+	case <-cleared:
+	case <-time.After(200 * time.Millisecond): // it may wait for the re-send to be handed over
+	}
+	close(g.release)
+	<-ticked
+	<-cleared
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var got []State
+	for _, s := range rec.sent[start:] {
+		got = append(got, s.alert.State)
+	}
+	if len(got) != 2 || got[0] != StateFiring || got[1] != StateResolved {
+		t.Errorf("second notifier got %v, want [firing resolved]", got)
 	}
 }

@@ -76,6 +76,14 @@ type Engine struct {
 	models   map[string]Thresholds
 	fitSpan  int
 
+	// notifyMu is held from deciding what to notify until the notifiers
+	// have it, by Tick and SetCondition, which run on different
+	// goroutines: otherwise a re-send decided by Tick could reach a
+	// notifier after the resolve SetCondition decided later, and re-open
+	// the episode there. Notifiers do not block (Notifier), so neither
+	// waits long. Taken before mu.
+	notifyMu sync.Mutex
+
 	mu       sync.Mutex
 	states   map[modelKey]*modelState
 	resolved []Alert             // newest last
@@ -173,6 +181,8 @@ func (e *Engine) Run(ctx context.Context) {
 // the transitions and due re-sends to the notifiers. Calling it again with
 // the same now does nothing new.
 func (e *Engine) Tick(ctx context.Context, now time.Time) {
+	e.notifyMu.Lock()
+	defer e.notifyMu.Unlock()
 	e.stats.Roll(now)
 	views := e.stats.Snapshot()
 	var out []Alert
