@@ -136,9 +136,10 @@ type dispatcher struct {
 
 // target is one destination URL.
 type target struct {
-	d   *dispatcher
-	url string
-	q   *queue
+	d    *dispatcher
+	url  string
+	name string // url with its password redacted, for logs and errors: basic auth can only be given in the URL
+	q    *queue
 }
 
 // permanentError is a refusal that retrying will not change (a 4xx other
@@ -182,7 +183,8 @@ func newDispatcher(ctx context.Context, urls []string, o Options, encode encodeF
 		done:     make(chan struct{}),
 	}
 	for _, u := range urls {
-		d.targets = append(d.targets, &target{d: d, url: u, q: newQueue(o.QueueSize)})
+		pu, _ := url.Parse(u) // checked above
+		d.targets = append(d.targets, &target{d: d, url: u, name: pu.Redacted(), q: newQueue(o.QueueSize)})
 	}
 	for _, t := range d.targets {
 		d.workers.Add(1)
@@ -302,9 +304,9 @@ func (t *target) run(ctx context.Context) {
 		err := t.deliver(batch)
 		switch {
 		case err != nil && !failing:
-			t.d.o.Logger.Warn("alert notifications failing", "notifier", t.d.o.Name, "url", t.url, "err", err)
+			t.d.o.Logger.Warn("alert notifications failing", "notifier", t.d.o.Name, "url", t.name, "err", err)
 		case err == nil && failing:
-			t.d.o.Logger.Info("alert notifications recovered", "notifier", t.d.o.Name, "url", t.url)
+			t.d.o.Logger.Info("alert notifications recovered", "notifier", t.d.o.Name, "url", t.name)
 		}
 		failing = err != nil
 	}
@@ -371,7 +373,7 @@ func (t *target) post(ctx context.Context, batch []alerting.Alert) error {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
 	if err != nil {
-		return permanentError{fmt.Errorf("build request for %s: %w", t.url, err)}
+		return permanentError{fmt.Errorf("build request for %s: %w", t.name, err)}
 	}
 	for k, vs := range t.d.o.Header {
 		for _, v := range vs {
@@ -393,12 +395,12 @@ func (t *target) post(ctx context.Context, batch []alerting.Alert) error {
 		// A 301, 302 or 303 makes the client follow with a GET and no
 		// body: whatever answers it, the alerts were not delivered.
 		return permanentError{fmt.Errorf("post %d alerts to %s: redirected to %s, which the client follows as %s without the alerts: configure that URL",
-			len(batch), t.url, resp.Request.URL.Redacted(), resp.Request.Method)}
+			len(batch), t.name, resp.Request.URL.Redacted(), resp.Request.Method)}
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
-	err = fmt.Errorf("post %d alerts to %s: %s: %s", len(batch), t.url, resp.Status, bytes.TrimSpace(snippet))
+	err = fmt.Errorf("post %d alerts to %s: %s: %s", len(batch), t.name, resp.Status, bytes.TrimSpace(snippet))
 	switch {
 	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500:
 		return err

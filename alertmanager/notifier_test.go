@@ -420,6 +420,73 @@ func TestRedirect(t *testing.T) {
 	}
 }
 
+// TestURLPasswordNotLogged: an Alertmanager behind basic auth is configured
+// with the credentials in its URL (the sidecar has no other way). They are
+// sent, but the failure and recovery log lines name the URL with the
+// password redacted, as Go's own errors do.
+func TestURLPasswordNotLogged(t *testing.T) {
+	var mu sync.Mutex
+	var auth []string
+	fail := true
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, _ := r.BasicAuth()
+		mu.Lock()
+		defer mu.Unlock()
+		auth = append(auth, u+":"+p)
+		if fail {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	withAuth := strings.Replace(srv.URL, "http://", "http://inferwatch:s3cret@", 1)
+	var logs strings.Builder
+	var logMu sync.Mutex
+	ms := metrics.NewSet()
+	o := fastOptions(ms)
+	o.MaxAttempts = 1
+	o.Logger = slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))
+	c := newTestClient(t, []string{withAuth}, o)
+	c.Notify(context.Background(), []alerting.Alert{firing("P99OverBaseline", "a")})
+	waitCounts(t, ms, "alertmanager", 0, 1, 0)
+	mu.Lock()
+	fail = false
+	mu.Unlock()
+	c.Notify(context.Background(), []alerting.Alert{firing("P99OverBaseline", "b")})
+	waitCounts(t, ms, "alertmanager", 1, 1, 0)
+	c.Close() //nolint:errcheck // all delivered
+
+	mu.Lock()
+	for _, a := range auth {
+		if a != "inferwatch:s3cret" {
+			t.Errorf("request carried basic auth %q, want the URL's", a)
+		}
+	}
+	mu.Unlock()
+	logMu.Lock()
+	defer logMu.Unlock()
+	out := logs.String()
+	if !strings.Contains(out, "failing") || !strings.Contains(out, "recovered") {
+		t.Fatalf("want a failing and a recovered line, logged:\n%s", out)
+	}
+	if strings.Contains(out, "s3cret") {
+		t.Errorf("the password is in the logs:\n%s", out)
+	}
+	if !strings.Contains(out, "inferwatch:xxxxx@") {
+		t.Errorf("the logs do not name the URL, redacted:\n%s", out)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
 // TestDropOldest holds the first request so the worker is busy, fills the
 // queue beyond its size, and checks that Notify did not block, that the
 // oldest alerts were dropped and counted, and that the newest went out.
