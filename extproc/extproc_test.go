@@ -582,3 +582,39 @@ func TestStreamInferRequestsMatched(t *testing.T) {
 		}
 	}
 }
+
+// TestObservabilityModeEndIsNotTheDeferredClose: in observability mode Envoy
+// closes the stream only deferred_close_timeout (5 s by default) after the
+// call (ext_proc.cc, Filter::onDestroy → deferredCloseStream), so with the
+// response's body and trailers not sent, the close says nothing about when
+// the call ended. The record must not end there.
+func TestObservabilityModeEndIsNotTheDeferredClose(t *testing.T) {
+	h := newHarness(t, Options{}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := h.client.Process(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range observability([]*extprocv3.ProcessingRequest{
+		reqHeaders(headers(true, ":method", "GET", ":path", "/v2/models/mlp/ready")),
+		respHeaders(headers(false, ":status", "200", "content-length", "0")),
+	}) {
+		if err := st.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const deferredClose = 400 * time.Millisecond // stands for Envoy's 5 s
+	time.Sleep(deferredClose)
+	st.CloseSend()
+	if _, err := st.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("stream ended with %v, want a clean close", err)
+	}
+	c := h.col.wait(t, 1)
+	if c.Code != "200" || c.ErrorKind != record.ErrNone {
+		t.Fatalf("code %q kind %q", c.Code, c.ErrorKind)
+	}
+	if c.End >= deferredClose/2 || c.End < c.FirstByte {
+		t.Fatalf("end %v (first byte %v): the call ended at the deferred close, not at its last message", c.End, c.FirstByte)
+	}
+}

@@ -53,6 +53,9 @@ type stream struct {
 	grpc    bool
 	invalid bool // a malformed sequence: the record is not trusted and not submitted
 
+	observing bool      // Envoy's observability mode: nothing is answered
+	lastAt    time.Time // arrival of the latest message
+
 	reqHeaders, reqDone   bool
 	respHeaders, respDone bool
 	reqBody, respBody     bool // a body message came in that direction
@@ -86,6 +89,8 @@ func (st *stream) at(t time.Time) time.Duration {
 // observe measures one message, received at now and answered at sent (equal
 // in observability mode).
 func (st *stream) observe(req *extprocv3.ProcessingRequest, now, sent time.Time) {
+	st.lastAt = now
+	st.observing = st.observing || req.GetObservabilityMode()
 	if len(req.ProtoReflect().GetUnknown()) > 0 {
 		st.s.fault(kindUnknownFields, "ext_proc message with fields this version does not know; ignored")
 	}
@@ -393,6 +398,13 @@ func (st *stream) finish(now time.Time, clean bool) {
 	if st.invalid {
 		st.release()
 		return
+	}
+	if st.observing {
+		// Envoy closes an observability-mode stream only
+		// deferred_close_timeout (5 s by default) after the call is
+		// gone, so the close says nothing of when the call ended: the
+		// latest message is the last we know of it.
+		now = st.lastAt
 	}
 	if clean && st.respHeaders && !st.respDone {
 		// Envoy sent the response headers and closed: the rest of the
