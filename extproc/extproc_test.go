@@ -618,3 +618,37 @@ func TestObservabilityModeEndIsNotTheDeferredClose(t *testing.T) {
 		t.Fatalf("end %v (first byte %v): the call ended at the deferred close, not at its last message", c.End, c.FirstByte)
 	}
 }
+
+// TestGRPCModeHandsBackWhatItGot: in the GRPC body mode a body message says
+// whether its gRPC message was compressed (grpc_message_compressed) and
+// whether a half-close came without a message (end_of_stream_without_message);
+// the StreamedBodyResponse carries the same two fields back
+// (external_processor.proto). An answer that dropped them would have the
+// data plane send compressed bytes as an uncompressed message, or an empty
+// message the client never sent; the record must not count that message
+// either, nor parse compressed bytes as protobuf.
+func TestGRPCModeHandsBackWhatItGot(t *testing.T) {
+	greq, gresp := grpcCall()
+	compressed := reqBody([]byte{0x1f, 0x8b, 0x08, 0, 1, 2, 3}, false)
+	compressed.GetRequestBody().GrpcMessageCompressed = true
+	halfClose := reqBody(nil, true)
+	halfClose.GetRequestBody().EndOfStreamWithoutMessage = true
+	h := newHarness(t, Options{}, nil)
+	answers := exchange(t, h, []*extprocv3.ProcessingRequest{
+		grpcMode(reqHeaders(headers(false, ":method", "POST", ":path", "/inference.GRPCInferenceService/ModelStreamInfer", "content-type", "application/grpc"))),
+		reqBody(greq[5:], false), compressed, halfClose,
+		respHeaders(headers(false, ":status", "200", "content-type", "application/grpc")),
+		respBody(gresp[5:], false), respTrailers("grpc-status", "0"),
+	})
+	for i, want := range []struct{ compressed, withoutMessage bool }{{false, false}, {true, false}, {false, true}} {
+		sr := answers[1+i].GetRequestBody().GetResponse().GetBodyMutation().GetStreamedResponse()
+		if sr.GetGrpcMessageCompressed() != want.compressed || sr.GetEndOfStreamWithoutMessage() != want.withoutMessage {
+			t.Errorf("body %d answered compressed=%v without_message=%v, want %v/%v", i+1,
+				sr.GetGrpcMessageCompressed(), sr.GetEndOfStreamWithoutMessage(), want.compressed, want.withoutMessage)
+		}
+	}
+	c := h.col.wait(t, 1)
+	if c.RequestMessages != 2 || c.RequestBytes != int64(len(greq)+5+7) || c.Model != "mlp" {
+		t.Errorf("request: %d messages, %d bytes, model %q; want 2 messages, %d bytes, mlp", c.RequestMessages, c.RequestBytes, c.Model, len(greq)+5+7)
+	}
+}

@@ -149,10 +149,15 @@ var (
 )
 
 // streamedBody is the full-duplex answer to a body chunk: the same bytes.
+// In the GRPC mode a message's compressed flag and a half-close without a
+// message go back too: without them the data plane would send compressed
+// bytes as an uncompressed message, or an empty message nobody sent.
 func streamedBody(b *extprocv3.HttpBody) *extprocv3.CommonResponse {
 	return &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
 		Mutation: &extprocv3.BodyMutation_StreamedResponse{StreamedResponse: &extprocv3.StreamedBodyResponse{
-			Body: b.GetBody(), EndOfStream: b.GetEndOfStream()}}}}
+			Body: b.GetBody(), EndOfStream: b.GetEndOfStream(),
+			GrpcMessageCompressed:     b.GetGrpcMessageCompressed(),
+			EndOfStreamWithoutMessage: b.GetEndOfStreamWithoutMessage()}}}}
 }
 
 // answer returns the response a message needs in the ordinary mode; nil for

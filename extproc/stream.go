@@ -103,7 +103,7 @@ func (st *stream) observe(req *extprocv3.ProcessingRequest, now, sent time.Time)
 		}
 		b := r.RequestBody
 		st.reqBody = true
-		st.rec.RequestBytes += st.feed(true, b.GetBody())
+		st.rec.RequestBytes += st.feed(true, b)
 		if b.GetEndOfStream() {
 			st.requestDone(now, sent)
 		}
@@ -120,7 +120,7 @@ func (st *stream) observe(req *extprocv3.ProcessingRequest, now, sent time.Time)
 		}
 		b := r.ResponseBody
 		st.respBody = true
-		st.rec.ResponseBytes += st.feed(false, b.GetBody())
+		st.rec.ResponseBytes += st.feed(false, b)
 		if st.sse != nil {
 			// The chunk reaches the client once answered (ordinary mode),
 			// or as it reaches us (observability mode: sent is now).
@@ -319,15 +319,23 @@ func (st *stream) responseDone(now, sent time.Time) {
 // feed hands body bytes to the direction's scanner or capture and returns
 // how many bytes they are on the wire: in Envoy's GRPC body mode a body is
 // one gRPC message without its length prefix, which the scanner (and the
-// byte count, to match the sidecar's) gets back.
-func (st *stream) feed(request bool, p []byte) int64 {
+// byte count, to match the sidecar's) gets back, compressed flag included;
+// a half-close without a message is no message at all.
+func (st *stream) feed(request bool, b *extprocv3.HttpBody) int64 {
 	scan, stop, capt, mode := st.reqScan, &st.reqStop, st.reqCap, st.reqMode
 	if !request {
 		scan, stop, capt, mode = st.respScan, &st.respStop, st.respCap, st.respMode
 	}
+	p := b.GetBody()
 	wire := int64(len(p))
 	if mode == BodyGRPC && st.grpc {
+		if len(p) == 0 && b.GetEndOfStreamWithoutMessage() {
+			return 0
+		}
 		var prefix [5]byte
+		if b.GetGrpcMessageCompressed() {
+			prefix[0] = 1
+		}
 		binary.BigEndian.PutUint32(prefix[1:], uint32(len(p)))
 		wire += int64(len(prefix))
 		if scan != nil && !*stop {
