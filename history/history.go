@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -36,6 +37,9 @@ type Options struct {
 	Band       float64       // half-width in residual scales: 3
 	Speedup    float64       // history seconds per real second: 1
 	Fit        baseline.FitOptions
+	// Logger gets the warning when a damaged history file is set aside;
+	// nil: slog.Default().
+	Logger *slog.Logger
 }
 
 func (o Options) withDefaults() Options {
@@ -329,6 +333,13 @@ func (h *Seasonal) Save() error {
 	return nil
 }
 
+func (h *Seasonal) logger() *slog.Logger {
+	if h.o.Logger != nil {
+		return h.o.Logger
+	}
+	return slog.Default()
+}
+
 func (h *Seasonal) load() error {
 	b, err := os.ReadFile(h.o.Path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -338,11 +349,22 @@ func (h *Seasonal) load() error {
 		return fmt.Errorf("history: load: %w", err)
 	}
 	var f file
-	if err := json.Unmarshal(b, &f); err != nil {
-		return fmt.Errorf("history: load %s: %w", h.o.Path, err)
+	err = json.Unmarshal(b, &f)
+	if err == nil && f.Version != 1 {
+		err = fmt.Errorf("version %d, want 1", f.Version)
 	}
-	if f.Version != 1 {
-		return fmt.Errorf("history: load %s: version %d, want 1", h.o.Path, f.Version)
+	if err != nil {
+		// The history is a cache of what the windows taught: a file that
+		// cannot be read (cut short by a crash, edited, another version)
+		// must not keep the sidecar in front of the model from starting.
+		// It is kept beside the path for a look, and the history starts
+		// empty; one name, so that repeated crashes do not pile files up.
+		aside := h.o.Path + ".corrupt"
+		if rerr := os.Rename(h.o.Path, aside); rerr != nil {
+			return fmt.Errorf("history: load %s: %w; setting it aside: %w", h.o.Path, err, rerr)
+		}
+		h.logger().Warn("baseline history unreadable: set aside, starting empty", "path", h.o.Path, "moved_to", aside, "err", err)
+		return nil
 	}
 	h.epoch = f.Epoch
 	now := int64(math.MaxInt64) // no epoch under a speedup: history time starts with the first window

@@ -1,7 +1,10 @@
 package history
 
 import (
+	"bytes"
+	"log/slog"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -121,5 +124,47 @@ func TestOptionsNameTheField(t *testing.T) {
 		if _, err := New(tc.o); err == nil || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("%+v: err %v, want one naming %s", tc.o, err, tc.field)
 		}
+	}
+}
+
+// A history file that cannot be read as one — cut short by a crash (empty,
+// or the JSON stopped mid-point), not JSON, or another version — does not
+// stop the sidecar from starting: it is renamed to PATH.corrupt, with a
+// warning naming both, and the history starts empty and is saved again.
+func TestDamagedFileSetAside(t *testing.T) {
+	for name, body := range map[string]string{
+		"empty":         ``,
+		"cut short":     `{"version":1,"series":{"m\u00001":{"points":[{"t":1772409600,"p":0.04`,
+		"not JSON":      "\x00\x00\x00\x00",
+		"wrong type":    `{"version":1,"series":{"m\u00001":{"points":"x"}}}`,
+		"other version": `{"version":2,"series":{}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "history.json")
+			if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var logs bytes.Buffer
+			h, err := New(Options{Path: path, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			if err != nil {
+				t.Fatalf("a damaged history file stops start-up: %v", err)
+			}
+			if len(h.s) != 0 {
+				t.Fatalf("%d models from a damaged file", len(h.s))
+			}
+			kept, err := os.ReadFile(path + ".corrupt")
+			if err != nil || string(kept) != body {
+				t.Fatalf("damaged file not set aside as it was: %q, %v", kept, err)
+			}
+			if msg := logs.String(); !strings.Contains(msg, path) || !strings.Contains(msg, path+".corrupt") {
+				t.Fatalf("warning %q does not name the file and where it went", msg)
+			}
+			if err := h.Save(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := New(Options{Path: path}); err != nil {
+				t.Fatalf("the history saved after setting one aside does not load: %v", err)
+			}
+		})
 	}
 }

@@ -262,7 +262,9 @@ func (s *Sidecar) newEngine() error {
 	}
 	var band func(model, version string, w *windowstats.WindowView) (float64, float64, bool)
 	if !a.Baseline.Disabled {
-		h, err := history.New(a.Baseline.HistoryOptions(s.cfg.Limits.MaxModels))
+		ho := a.Baseline.HistoryOptions(s.cfg.Limits.MaxModels)
+		ho.Logger = s.logger
+		h, err := history.New(ho)
 		if err != nil {
 			return fmt.Errorf("alerting.baseline: %w", err)
 		}
