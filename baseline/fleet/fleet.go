@@ -254,12 +254,47 @@ func keyOf(metric map[string]string, label string, group []string) fleetKey {
 
 func quoteLabel(v string) string { return `"` + metricset.EscapeLabelValue(v) + `"` }
 
-// queryRange runs a range query and returns its series by fleet.
+// maxPoints is the most steps one range query spans. Query APIs cap the
+// points per series of one answer — Prometheus at 11 000 ("exceeded
+// maximum resolution"), VictoriaMetrics at -search.maxPointsPerTimeseries
+// (30 000) — and the default lookback, 14 days at 1m, is 20 160 points.
+const maxPoints = 10_000
+
+// queryRange runs a range query, in pieces of maxPoints steps, and returns
+// its series by fleet.
 func queryRange(ctx context.Context, o Options, q string, start, end time.Time) (map[fleetKey][]baseline.Point, error) {
+	out := map[fleetKey][]baseline.Point{}
+	piece := time.Duration(maxPoints-1) * o.Step
+	for from := start; !from.After(end); from = from.Add(piece + o.Step) {
+		to := from.Add(piece)
+		if to.After(end) {
+			to = end
+		}
+		part, err := queryRangeOnce(ctx, o, q, from, to)
+		if err != nil {
+			return nil, err
+		}
+		for k, pts := range part {
+			have := out[k]
+			// A server that aligns a piece's ends to the step may answer
+			// the point between two pieces in both: keep it once.
+			if n := len(have); n > 0 {
+				pts = pts[sort.Search(len(pts), func(i int) bool { return pts[i].T.After(have[n-1].T) }):]
+			}
+			out[k] = append(have, pts...)
+		}
+	}
+	return out, nil
+}
+
+// queryRangeOnce runs one range query and returns its series by fleet.
+func queryRangeOnce(ctx context.Context, o Options, q string, start, end time.Time) (map[fleetKey][]baseline.Point, error) {
 	v := url.Values{}
 	v.Set("query", q)
-	v.Set("start", strconv.FormatInt(start.Unix(), 10))
-	v.Set("end", strconv.FormatInt(end.Unix(), 10))
+	// Milliseconds: a piece's ends fall between whole seconds when the
+	// step does.
+	v.Set("start", strconv.FormatFloat(float64(start.UnixMilli())/1e3, 'f', -1, 64))
+	v.Set("end", strconv.FormatFloat(float64(end.UnixMilli())/1e3, 'f', -1, 64))
 	v.Set("step", strconv.FormatFloat(o.Step.Seconds(), 'f', -1, 64))
 	u := strings.TrimSuffix(o.QueryURL, "/") + "/api/v1/query_range?" + v.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -222,4 +224,55 @@ func query(t *testing.T, vm, q string, at time.Time) (float64, bool) {
 	s, _ := r.Data.Result[0].Value[1].(string)
 	v, err := strconv.ParseFloat(s, 64)
 	return v, err == nil
+}
+
+// TestLookbackOverThePointsLimit: a query API caps the points of one range
+// query per series (Prometheus at 11 000, which refuses the default 14
+// days at 1m, 20 160; VictoriaMetrics at -search.maxPointsPerTimeseries),
+// so a lookback over that is read in pieces. Against a real
+// VictoriaMetrics capped at 10 100 points, three days at a 20 s step
+// (12 961 points) come back whole — every step once, in order — and are
+// fitted; against a real Prometheus the default lookback is not refused.
+func TestLookbackOverThePointsLimit(t *testing.T) {
+	bin := testenv.RequireBinary(t, "victoria-metrics")
+	addr := testenv.FreeAddr(t)
+	p := testenv.Start(t, bin, "-httpListenAddr="+addr, "-storageDataPath="+t.TempDir(), "-retentionPeriod=30d",
+		"-search.latencyOffset=0s", "-search.disableCache", "-loggerLevel=ERROR", "-search.maxPointsPerTimeseries=10100")
+	testenv.WaitHTTP(t, p, "http://"+addr+"/health", 15*time.Second)
+	vm := "http://" + addr
+	now := time.Now().UTC().Truncate(time.Minute)
+	fleets := []synthFleet{{`model="resnet"`, 0.040, 1.0, 800}}
+	importHistory(t, vm, now, fleets)
+
+	o := Options{QueryURL: vm, Latency: `test_p99_seconds`, Load: `test_qps`, Lookback: 3 * 24 * time.Hour, Step: 20 * time.Second}
+	lat, err := queryRange(context.Background(), o.withDefaults(), o.Latency, now.Add(-o.Lookback), now)
+	if err != nil {
+		t.Fatalf("a lookback of %d steps over the server's 10 100: %v", int(o.Lookback/o.Step), err)
+	}
+	pts := lat[fleetKey{model: "resnet"}]
+	if len(pts) < 3*86400/20 {
+		t.Errorf("%d points, want %d (every step of three days)", len(pts), 3*86400/20+1)
+	}
+	for i := 1; i < len(pts); i++ {
+		if d := pts[i].T.Sub(pts[i-1].T); d != o.Step {
+			t.Fatalf("point %d at %s, %v after the one before", i, pts[i].T, d)
+		}
+	}
+	res, err := Run(context.Background(), o, now)
+	if err != nil || len(res) != 1 || res[0].Err != nil || res[0].Kind != "daily" {
+		t.Fatalf("fit over the capped server: %+v, %v", res, err)
+	}
+	flush(vm)
+	checkBands(t, vm, now, fleets)
+
+	prom := testenv.RequireBinary(t, "prometheus")
+	dir := t.TempDir()
+	rules := filepath.Join(dir, "empty.rules.yaml")
+	if err := os.WriteFile(rules, []byte("groups: []\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	paddr := testenv.StartPrometheus(t, prom, dir, testenv.FreeAddr(t), rules)
+	if _, err := Run(context.Background(), Options{QueryURL: "http://" + paddr, ImportURL: vm, Load: "-"}, now); err != nil {
+		t.Fatalf("the default 14-day lookback against Prometheus: %v", err)
+	}
 }
