@@ -200,10 +200,20 @@ func (h *Seasonal) flush(s *series) {
 		return
 	}
 	s.Points = append(s.Points, p)
-	max := int(h.o.Span / h.o.Resolution)
-	if len(s.Points) > max+max/8 { // trim in batches: appends stay amortised O(1)
-		s.Points = append(s.Points[:0], s.Points[len(s.Points)-max:]...)
+	// Span bounds time as well as points: a model called now and then
+	// fills its budget of points slowly and must not be fitted on older
+	// latency than the span (load keeps the same, see usable).
+	n, limit := len(s.Points), int(h.o.Span/h.o.Resolution)
+	dead := max(n-limit, since(s.Points, p.T-int64(h.o.Span/time.Second)))
+	if n > limit+limit/8 || dead > n/8 { // trim in batches: appends stay amortised O(1)
+		s.Points = append(s.Points[:0], s.Points[dead:]...)
 	}
+}
+
+// since is the index of the first point after t (Unix seconds).
+func since(pts []Point, t int64) int {
+	i, _ := slices.BinarySearchFunc(pts, t+1, func(p Point, t int64) int { return cmp.Compare(p.T, t) })
+	return i
 }
 
 // maybeFit refits on schedule: daily while under two weeks, then RefitEvery.
@@ -211,8 +221,10 @@ func (h *Seasonal) maybeFit(s *series, now int64) {
 	if now < s.nextFit || len(s.Points) < 30 {
 		return
 	}
-	pts := make([]baseline.Point, len(s.Points))
-	for i, p := range s.Points {
+	// Only the span: flush leaves up to an eighth of older points.
+	kept := s.Points[since(s.Points, now-int64(h.o.Span/time.Second)):]
+	pts := make([]baseline.Point, len(kept))
+	for i, p := range kept {
 		pts[i] = baseline.Point{T: time.Unix(p.T, 0).UTC(), V: p.P99, Q: p.QPS}
 	}
 	m, err := baseline.Fit(pts, h.o.Fit)
@@ -396,9 +408,7 @@ func (h *Seasonal) usable(pts []Point, now int64) []Point {
 	slices.SortStableFunc(out, func(a, b Point) int { return cmp.Compare(a.T, b.T) })
 	out = slices.CompactFunc(out, func(a, b Point) bool { return a.T == b.T })
 	if n := len(out); n > 0 {
-		from := out[n-1].T - int64(h.o.Span/time.Second)
-		i, _ := slices.BinarySearchFunc(out, from+1, func(p Point, t int64) int { return cmp.Compare(p.T, t) })
-		out = out[i:]
+		out = out[since(out, out[n-1].T-int64(h.o.Span/time.Second)):]
 	}
 	if max := int(h.o.Span / h.o.Resolution); len(out) > max {
 		out = out[len(out)-max:]

@@ -168,3 +168,35 @@ func TestDamagedFileSetAside(t *testing.T) {
 		})
 	}
 }
+
+// TestSpanIsTime: `history` bounds the time kept, not only the points. A
+// model called now and then (a window every five minutes here) fills its
+// point budget slowly; it must not be fitted on latency older than the
+// span. Five days at 100 ms, then three days at 40 ms, with a 48h span:
+// the points kept and the band are those of the last 48 hours.
+func TestSpanIsTime(t *testing.T) {
+	const span = 48 * time.Hour
+	h, err := New(Options{Span: span})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exp float64
+	var ok bool
+	for m := 0; m < 8*24*60; m += 5 {
+		p99 := 0.100
+		if m >= 5*24*60 {
+			p99 = 0.040
+		}
+		w := windowstats.WindowView{Start: t0.Add(time.Duration(m) * time.Minute), Seconds: 10, Count: 10, QPS: 1, P99: p99}
+		exp, _, ok = h.Baseline("rare", "1", &w)
+	}
+	s := h.s[key("rare", "1")]
+	first, last := s.Points[0].T, s.Points[len(s.Points)-1].T
+	t.Logf("%d points over %v; band expected %.4f (ok %v, kind %s)", len(s.Points), time.Duration(last-first)*time.Second, exp, ok, h.ModelKind("rare", "1"))
+	if age := time.Duration(last-first) * time.Second; age > span+span/8 {
+		t.Errorf("points kept over %v, span %v", age, span)
+	}
+	if !ok || math.Abs(exp/0.040-1) > 0.03 {
+		t.Errorf("band expected %.4f (ok %v) after two days at 40 ms: fitted on history older than the span", exp, ok)
+	}
+}
