@@ -130,6 +130,15 @@ func New(o Options) (*Seasonal, error) {
 		if err := h.load(); err != nil {
 			return nil, err
 		}
+		// Save writes a temporary file beside the path: a folder that is
+		// missing or read-only is a config mistake to name now, not a
+		// warning every five minutes and a history lost at each restart.
+		tmp, err := os.CreateTemp(filepath.Dir(o.Path), ".history-*")
+		if err != nil {
+			return nil, fmt.Errorf("history: history_path %s: cannot be saved: %w", o.Path, err)
+		}
+		tmp.Close()
+		os.Remove(tmp.Name())
 	}
 	return h, nil
 }

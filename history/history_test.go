@@ -200,3 +200,24 @@ func TestSpanIsTime(t *testing.T) {
 		t.Errorf("band expected %.4f (ok %v) after two days at 40 ms: fitted on history older than the span", exp, ok)
 	}
 }
+
+// TestUnwritablePathStopsStart: a history_path whose folder is missing (a
+// typo, a volume not mounted) is a config mistake: New names the field,
+// instead of the sidecar starting and failing to save every five minutes,
+// the history never surviving a restart.
+func TestUnwritablePathStopsStart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "not-mounted", "history.json")
+	if _, err := New(Options{Path: path}); err == nil || !strings.Contains(err.Error(), "history_path") {
+		t.Fatalf("history_path %s: err %v, want one naming history_path", path, err)
+	}
+	if os.Geteuid() != 0 { // root writes into a read-only folder
+		dir := t.TempDir()
+		if err := os.Chmod(dir, 0o500); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Chmod(dir, 0o700)
+		if _, err := New(Options{Path: filepath.Join(dir, "history.json")}); err == nil || !strings.Contains(err.Error(), "history_path") {
+			t.Fatalf("read-only folder: err %v, want one naming history_path", err)
+		}
+	}
+}
