@@ -1,6 +1,7 @@
 package diagnosis
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -21,7 +22,7 @@ func FuzzLoad(f *testing.F) {
 			t.Fatal(err)
 		}
 		h := NewHistory(16, 4)
-		if err := h.Load(path); err != nil {
+		if err := h.Load(path, slog.New(slog.DiscardHandler)); err != nil {
 			return
 		}
 		models := h.Models()

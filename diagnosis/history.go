@@ -3,12 +3,15 @@ package diagnosis
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/inferwatch/inferwatch/internal/statefile"
 )
 
 // History keeps the closed windows the diagnosis reads, per model, bounded:
@@ -91,8 +94,8 @@ func (h *History) Models() []string {
 	return out
 }
 
-// Save writes the history to path as JSON, atomically (a temporary file
-// renamed over it).
+// Save writes the history to path as JSON, whole or not at all
+// (statefile.Write).
 func (h *History) Save(path string) error {
 	h.mu.Lock()
 	b, err := json.Marshal(h.models)
@@ -100,37 +103,37 @@ func (h *History) Save(path string) error {
 	if err != nil {
 		return fmt.Errorf("diagnosis: history: encode: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".history-*")
-	if err != nil {
-		return fmt.Errorf("diagnosis: history: save %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return fmt.Errorf("diagnosis: history: save %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("diagnosis: history: save %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := statefile.Write(path, func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
 		return fmt.Errorf("diagnosis: history: save %s: %w", path, err)
 	}
 	return nil
 }
 
 // Load adds the windows saved at path, within the bounds. A missing file
-// is no error: a first start has no history.
-func (h *History) Load(path string) error {
+// is no error: a first start has no history. Nor is one that cannot be
+// read as a history (cut short by a crash, edited): the history is a
+// cache, and the sidecar in front of the model must start: the file is set
+// aside (statefile.SetAside) with a warning to logger. A path that cannot
+// be saved to is an error.
+func (h *History) Load(path string, logger *slog.Logger) error {
 	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("diagnosis: history: load: %w", err)
+	}
+	if err := statefile.Writable(path); err != nil {
+		return fmt.Errorf("diagnosis: history: %s: %w", path, err)
+	}
 	if os.IsNotExist(err) {
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("diagnosis: history: load: %w", err)
-	}
 	var m map[string][]Window
 	if err := json.Unmarshal(b, &m); err != nil {
-		return fmt.Errorf("diagnosis: history: load %s: %w", path, err)
+		aside, rerr := statefile.SetAside(path)
+		if rerr != nil {
+			return fmt.Errorf("diagnosis: history: load %s: %w; setting it aside: %w", path, err, rerr)
+		}
+		logger.Warn("diagnosis history unreadable: set aside, starting empty", "path", path, "moved_to", aside, "err", err)
+		return nil
 	}
 	for _, model := range slices.Sorted(func(yield func(string) bool) {
 		for k := range m {

@@ -1,6 +1,8 @@
 package diagnosis
 
 import (
+	"log/slog"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -47,7 +49,7 @@ func TestHistory(t *testing.T) {
 func TestHistorySurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "history.json")
 	h := NewHistory(0, 0)
-	if err := h.Load(path); err != nil {
+	if err := h.Load(path, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatalf("missing file: %v", err)
 	}
 	for i := range 40 {
@@ -57,7 +59,7 @@ func TestHistorySurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	h2 := NewHistory(0, 0)
-	if err := h2.Load(path); err != nil {
+	if err := h2.Load(path, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	ws := h2.Windows("mlp")
@@ -66,5 +68,32 @@ func TestHistorySurvivesRestart(t *testing.T) {
 	}
 	if _, err := Diagnose(Request{Model: "mlp", From: t0.Add(30 * 10 * time.Second), Windows: ws}, Options{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHistoryFileDamagedOrUnwritable: a history file that cannot be read
+// (cut short by a crash) is set aside and the history starts empty, rather
+// than the sidecar not starting; a path whose folder is missing is an
+// error at start-up, not a history lost at every restart.
+func TestHistoryFileDamagedOrUnwritable(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "history.json")
+	os.WriteFile(path, []byte(`{"mlp":[{"start":"2026-03-02T00:00:00Z","sec`), 0o600)
+	h := NewHistory(0, 0)
+	if err := h.Load(path, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatalf("a damaged file stops start-up: %v", err)
+	}
+	if len(h.Models()) != 0 {
+		t.Fatalf("models %v from a damaged file", h.Models())
+	}
+	if _, err := os.Stat(path + ".corrupt"); err != nil {
+		t.Fatalf("the damaged file was not set aside: %v", err)
+	}
+	h.Add("mlp", healthy(0))
+	if err := h.Save(path); err != nil {
+		t.Fatalf("saving after a damaged file: %v", err)
+	}
+	if err := NewHistory(0, 0).Load(filepath.Join(dir, "missing", "history.json"), slog.New(slog.DiscardHandler)); err == nil {
+		t.Fatal("a path in a missing folder loads without an error")
 	}
 }

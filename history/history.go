@@ -10,20 +10,20 @@
 package history
 
 import (
-	"bufio"
 	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/inferwatch/inferwatch/baseline"
+	"github.com/inferwatch/inferwatch/internal/statefile"
 	"github.com/inferwatch/inferwatch/windowstats"
 )
 
@@ -130,15 +130,12 @@ func New(o Options) (*Seasonal, error) {
 		if err := h.load(); err != nil {
 			return nil, err
 		}
-		// Save writes a temporary file beside the path: a folder that is
-		// missing or read-only is a config mistake to name now, not a
-		// warning every five minutes and a history lost at each restart.
-		tmp, err := os.CreateTemp(filepath.Dir(o.Path), ".history-*")
-		if err != nil {
-			return nil, fmt.Errorf("history: history_path %s: cannot be saved: %w", o.Path, err)
+		// A folder that is missing or read-only is a config mistake to name
+		// now, not a warning every five minutes and a history lost at each
+		// restart.
+		if err := statefile.Writable(o.Path); err != nil {
+			return nil, fmt.Errorf("history: history_path %s: %w", o.Path, err)
 		}
-		tmp.Close()
-		os.Remove(tmp.Name())
 	}
 	return h, nil
 }
@@ -332,23 +329,7 @@ func (h *Seasonal) Save() error {
 	if err != nil {
 		return fmt.Errorf("history: save: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(h.o.Path), ".history-*")
-	if err != nil {
-		return fmt.Errorf("history: save: %w", err)
-	}
-	w := bufio.NewWriter(tmp)
-	_, err = w.Write(b)
-	if err == nil {
-		err = w.Flush()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), h.o.Path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
+	if err := statefile.Write(h.o.Path, func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
 		return fmt.Errorf("history: save %s: %w", h.o.Path, err)
 	}
 	return nil
@@ -380,8 +361,8 @@ func (h *Seasonal) load() error {
 		// must not keep the sidecar in front of the model from starting.
 		// It is kept beside the path for a look, and the history starts
 		// empty; one name, so that repeated crashes do not pile files up.
-		aside := h.o.Path + ".corrupt"
-		if rerr := os.Rename(h.o.Path, aside); rerr != nil {
+		aside, rerr := statefile.SetAside(h.o.Path)
+		if rerr != nil {
 			return fmt.Errorf("history: load %s: %w; setting it aside: %w", h.o.Path, err, rerr)
 		}
 		h.logger().Warn("baseline history unreadable: set aside, starting empty", "path", h.o.Path, "moved_to", aside, "err", err)

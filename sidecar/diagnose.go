@@ -23,7 +23,7 @@ const maxCauseText = 512
 func (s *Sidecar) newHistory() error {
 	s.hist = diagnosis.NewHistory(s.cfg.Diagnose.HistoryWindows, s.cfg.Limits.MaxModels)
 	if p := s.cfg.Diagnose.HistoryFile; p != "" {
-		if err := s.hist.Load(p); err != nil {
+		if err := s.hist.Load(p, s.logger); err != nil {
 			return fmt.Errorf("diagnose.history_file: %w", err)
 		}
 	}
