@@ -3,6 +3,7 @@ package alerting
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -214,12 +215,19 @@ func (c Config) resolved() (Thresholds, map[string]Thresholds, error) {
 		return def, nil, fmt.Errorf("alerting: defaults: %w", err)
 	}
 	models := make(map[string]Thresholds, len(c.Models))
-	for name, o := range c.Models {
-		t := def.over(o)
+	from := make(map[string]string, len(c.Models)) // sanitised name → the key it came from
+	for _, name := range slices.Sorted(maps.Keys(c.Models)) {
+		t := def.over(c.Models[name])
 		if err := t.validate(); err != nil {
 			return def, nil, fmt.Errorf("alerting: model %q: %w", name, err)
 		}
-		models[metricset.SanitizeLabelValue(name)] = t
+		key := metricset.SanitizeLabelValue(name)
+		if other, ok := from[key]; ok {
+			// Both would judge the same series, one of them at random.
+			return def, nil, fmt.Errorf("alerting: models %q and %q: both name the model %q once sanitised as a label; keep one", other, name, key)
+		}
+		from[key] = name
+		models[key] = t
 	}
 	return def, models, nil
 }

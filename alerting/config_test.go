@@ -39,6 +39,8 @@ func TestConfigOverridesAndValidation(t *testing.T) {
 		{Config{Defaults: Thresholds{BaselineMin: 40}}, "baseline_min"},
 		{Config{Defaults: Thresholds{Disabled: []string{"Nope"}}}, "disabled"},
 		{Config{Models: map[string]Thresholds{"x": {HoldDown: -1}}}, `model "x": hold_down`},
+		// Two keys that name one model once sanitised: one would win at random.
+		{Config{Models: map[string]Thresholds{"bert large": {P99For: 5}, "bert+large": {P99For: 2}}}, `models "bert large" and "bert+large": both name the model "bert_large"`},
 	} {
 		_, _, err := tc.c.resolved()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
