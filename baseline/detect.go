@@ -85,16 +85,16 @@ func (o DetectorOptions) Validate() error {
 	if o.RefitEvery < time.Hour {
 		errs = append(errs, fmt.Errorf("refit_every %v: must be at least 1h", o.RefitEvery))
 	}
-	if o.Band <= 0 {
+	if !(o.Band > 0) { // NaN too
 		errs = append(errs, fmt.Errorf("band %g: must be positive", o.Band))
 	}
-	if o.MinExcess <= 0 || o.MinExcess >= 10 {
+	if !(o.MinExcess > 0 && o.MinExcess < 10) {
 		errs = append(errs, fmt.Errorf("min_excess %g: must be in (0, 10)", o.MinExcess))
 	}
 	if o.LevelHalfLife < 0 {
 		errs = append(errs, fmt.Errorf("level_half_life %v: must not be negative", o.LevelHalfLife))
 	}
-	if o.SpikeExcess <= 0 {
+	if !(o.SpikeExcess > 0) {
 		errs = append(errs, fmt.Errorf("spike_excess %g: must be positive", o.SpikeExcess))
 	}
 	if o.BurstMinutes < 1 {

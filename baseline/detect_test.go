@@ -183,6 +183,9 @@ func TestDetectorOptionsNameTheField(t *testing.T) {
 		{DetectorOptions{RefitEvery: time.Second}, "refit_every"},
 		{DetectorOptions{Band: -1}, "band"},
 		{DetectorOptions{MinExcess: -0.1}, "min_excess"},
+		{DetectorOptions{Band: math.NaN()}, "band"}, // no comparison holds for NaN
+		{DetectorOptions{MinExcess: math.NaN()}, "min_excess"},
+		{DetectorOptions{SpikeExcess: math.NaN()}, "spike_excess"},
 		{DetectorOptions{BurstMinutes: -2}, "burst_minutes"},
 		{DetectorOptions{Fit: FitOptions{DailyOrder: 30}}, "daily_order"},
 	} {

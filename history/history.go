@@ -80,10 +80,10 @@ func (o Options) Validate() error {
 	if o.RefitEvery < time.Hour {
 		errs = append(errs, fmt.Errorf("refit_every %v: must be at least 1h", o.RefitEvery))
 	}
-	if o.Band <= 0 {
+	if !(o.Band > 0) { // NaN too
 		errs = append(errs, fmt.Errorf("band %g: must be positive", o.Band))
 	}
-	if o.Speedup < 1 || o.Speedup > 1e6 {
+	if !(o.Speedup >= 1 && o.Speedup <= 1e6) {
 		errs = append(errs, fmt.Errorf("speedup %g: must be 1..1e6", o.Speedup))
 	}
 	return errors.Join(errs...)

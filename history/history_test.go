@@ -120,6 +120,8 @@ func TestOptionsNameTheField(t *testing.T) {
 		{Options{MaxModels: -1}, "max_models"},
 		{Options{RefitEvery: time.Minute}, "refit_every"},
 		{Options{Speedup: 0.5}, "speedup"},
+		{Options{Speedup: math.NaN()}, "speedup"}, // no comparison holds for NaN
+		{Options{Band: math.NaN()}, "band"},
 	} {
 		if _, err := New(tc.o); err == nil || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("%+v: err %v, want one naming %s", tc.o, err, tc.field)
