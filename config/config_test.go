@@ -102,6 +102,12 @@ func TestErrorsNameTheField(t *testing.T) {
 		{"push url", "push: {url: 'ftp://x'}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "push.url"},
 		{"label name", "push: {extra_labels: {'bad-name': x}}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "push.extra_labels"},
 		{"sample", "limits: {decode_sample: 2}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "limits.decode_sample"},
+		// NaN fails every comparison: each float is checked as what must hold.
+		{"sample nan", "limits: {decode_sample: .nan}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "limits.decode_sample"},
+		{"bpf budget nan", "host: {bpf_budget: .nan}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "host.bpf_budget"},
+		{"tracing floor nan", "tracing: {floor: .nan}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "tracing.floor"},
+		{"tracing target inf", "tracing: {target_per_second: .inf}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "tracing.target_per_second"},
+		{"memory leak min rise nan", "alerting: {memory_leak: {min_rise: .nan}}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "alerting.memory_leak.min_rise"},
 		{"budget below decode", "limits: {capture_budget: 2097152, decode_max_bytes: 4194304}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "limits.capture_budget"},
 		{"baseline history", "alerting: {baseline: {history: 1h}}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "alerting.baseline: history 1h"},
 		{"baseline speedup", "alerting: {baseline: {speedup: -2}}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "alerting.baseline: speedup"},

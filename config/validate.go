@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -136,10 +137,10 @@ func (c *Config) Validate() error {
 				bad("alerting.memory_leak."+f.name, "must not be negative")
 			}
 		}
-		if m.MinRise < 0 {
+		if !nonNegative(m.MinRise) {
 			bad("alerting.memory_leak.min_rise", "must not be negative")
 		}
-		if m.DeviceMinRiseMiB < 0 {
+		if !nonNegative(m.DeviceMinRiseMiB) {
 			bad("alerting.memory_leak.device_min_rise_mib", "must not be negative")
 		}
 		if m.Span > 0 && m.MinSpan > m.Span {
@@ -163,13 +164,13 @@ func (c *Config) Validate() error {
 	default:
 		bad("tracing.protocol", "%q is not grpc or http (or, in %s, grpc or http/protobuf)", t.Protocol, EnvOTLPProtocol)
 	}
-	if t.TargetPerSecond < 0 {
+	if !nonNegative(t.TargetPerSecond) {
 		bad("tracing.target_per_second", "must not be negative")
 	}
-	if t.Floor < 0 || t.Floor > 1 || t.Ceiling < 0 || t.Ceiling > 1 || (t.Ceiling > 0 && t.Floor > t.Ceiling) {
+	if !(t.Floor >= 0 && t.Floor <= 1 && t.Ceiling >= 0 && t.Ceiling <= 1) || (t.Ceiling > 0 && t.Floor > t.Ceiling) {
 		bad("tracing.floor", "floor %v and ceiling %v must lie in 0..1, floor below ceiling", t.Floor, t.Ceiling)
 	}
-	if t.TailBudgetPerSecond < 0 {
+	if !nonNegative(t.TailBudgetPerSecond) {
 		bad("tracing.tail_budget_per_second", "must not be negative")
 	}
 	for m, d := range t.SLO {
@@ -180,7 +181,7 @@ func (c *Config) Validate() error {
 	if !c.Host.GPUDisabled && c.Host.GPUInterval < Duration(100*time.Millisecond) {
 		bad("host.gpu_interval", "must be at least 100ms")
 	}
-	if c.Host.BPFBudget <= 0 || c.Host.BPFBudget > 1 {
+	if !(c.Host.BPFBudget > 0 && c.Host.BPFBudget <= 1) {
 		bad("host.bpf_budget", "%v is outside (0, 1]", c.Host.BPFBudget)
 	}
 	for i, pid := range c.Host.UpstreamPIDs {
@@ -198,7 +199,7 @@ func (c *Config) Validate() error {
 	if l.CaptureBudget < int64(l.CaptureBytes) {
 		bad("limits.capture_budget", "%d is below capture_bytes (%d)", l.CaptureBudget, l.CaptureBytes)
 	}
-	if l.DecodeSample < 0 || l.DecodeSample > 1 {
+	if !(l.DecodeSample >= 0 && l.DecodeSample <= 1) {
 		bad("limits.decode_sample", "%v is outside 0..1", l.DecodeSample)
 	}
 	if l.DecodeMaxBytes < 0 {
@@ -247,3 +248,8 @@ func httpURL(s string) bool {
 	u, err := url.Parse(s)
 	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
+
+// nonNegative says v is a number, finite, and not below zero. Float
+// settings are checked as what must hold: YAML's .nan and a flag's "NaN"
+// fail every comparison, so a check for what is wrong lets them through.
+func nonNegative(v float64) bool { return v >= 0 && !math.IsInf(v, 1) }
