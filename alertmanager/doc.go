@@ -23,6 +23,9 @@
 //     "dropped" for alerts never delivered because a queue was full or the
 //     notifier had stopped. Counts are per alert and per destination.
 //     Pending alerts are not sent.
+//   - Logs and errors name a destination by its URL with the password
+//     redacted; a webhook's by its scheme and host only, as Slack-style
+//     URLs carry their secret in the path or query.
 //   - Cancelling the constructor's context, or Close, stops the notifier: the
 //     workers keep sending what is queued for at most Options.FlushTimeout,
 //     then count the rest as dropped.

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,8 @@ type Options struct {
 	// the re-sends stop (the sidecar died). Make it a few re-send
 	// intervals: default 4m, four times a 1-minute re-send.
 	ResolveTimeout time.Duration
+
+	hidePath bool // logs name the destination by scheme and host only (webhooks)
 }
 
 func (o Options) withDefaults(name string) (Options, error) {
@@ -149,6 +152,21 @@ type permanentError struct{ err error }
 func (e permanentError) Error() string { return e.err.Error() }
 func (e permanentError) Unwrap() error { return e.err }
 
+// logName is how logs and errors name a destination: its URL with the
+// password redacted (basic auth can only be given in the URL); with
+// hidePath (a webhook: Slack-style URLs carry their secret in the path or
+// the query), only its scheme and host.
+func logName(u string, hidePath bool) string {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	if hidePath && (strings.Trim(pu.Path, "/") != "" || pu.RawQuery != "") {
+		return (&url.URL{Scheme: pu.Scheme, Host: pu.Host}).String() + "/…"
+	}
+	return pu.Redacted()
+}
+
 // newDispatcher validates the URLs and starts one worker per destination,
 // living until ctx is done or close is called.
 func newDispatcher(ctx context.Context, urls []string, o Options, encode encodeFunc, validate validateFunc) (*dispatcher, error) {
@@ -183,8 +201,7 @@ func newDispatcher(ctx context.Context, urls []string, o Options, encode encodeF
 		done:     make(chan struct{}),
 	}
 	for _, u := range urls {
-		pu, _ := url.Parse(u) // checked above
-		d.targets = append(d.targets, &target{d: d, url: u, name: pu.Redacted(), q: newQueue(o.QueueSize)})
+		d.targets = append(d.targets, &target{d: d, url: u, name: logName(u, o.hidePath), q: newQueue(o.QueueSize)})
 	}
 	for _, t := range d.targets {
 		d.workers.Add(1)
@@ -384,6 +401,10 @@ func (t *target) post(ctx context.Context, batch []alerting.Alert) error {
 	req.Header.Set("User-Agent", "inferwatch")
 	resp, err := t.d.o.HTTPClient.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			ue.URL = t.name // the client's error names the whole URL
+		}
 		return fmt.Errorf("post %d alerts: %w", len(batch), err)
 	}
 	defer resp.Body.Close()

@@ -37,6 +37,7 @@ func NewWebhook(ctx context.Context, url string, o Options) (*Webhook, error) {
 	if err != nil {
 		return nil, fmt.Errorf("webhook notifier: %w", err)
 	}
+	o.hidePath = true
 	d, err := newDispatcher(ctx, []string{url}, o, encodeWebhook, nil)
 	if err != nil {
 		return nil, fmt.Errorf("webhook notifier: %w", err)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -157,5 +159,44 @@ func TestNotifyDoesNotBlock(t *testing.T) {
 	})
 	if _, _, dropped := counts(ms, "webhook"); dropped < 1000-10-1 {
 		t.Errorf("dropped %d, want at least %d", dropped, 1000-10-1)
+	}
+}
+
+// TestWebhookSecretNotLogged: a Slack-style webhook URL carries its secret
+// in the path (or a token in the query); the failing line, whether the
+// receiver answered 503 or could not be reached, names only its scheme and
+// host.
+func TestWebhookSecretNotLogged(t *testing.T) {
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(down.Close)
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close() // nothing listens there any more: a transport error
+	for name, base := range map[string]string{"503": down.URL, "unreachable": gone.URL} {
+		t.Run(name, func(t *testing.T) {
+			var logs strings.Builder
+			var mu sync.Mutex
+			ms := metrics.NewSet()
+			o := fastOptions(ms)
+			o.MaxAttempts = 1
+			o.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+			w, err := NewWebhook(context.Background(), base+"/services/T0/B0/S3CRETPATH?token=s3cretquery", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Notify(context.Background(), []alerting.Alert{firing("P99OverBaseline", "a")})
+			waitCounts(t, ms, "webhook", 0, 1, 0)
+			w.Close() //nolint:errcheck // the one alert failed, as wanted
+			mu.Lock()
+			defer mu.Unlock()
+			out := logs.String()
+			if !strings.Contains(out, "failing") || !strings.Contains(out, strings.TrimPrefix(base, "http://")) {
+				t.Fatalf("want a failing line naming the host, logged:\n%s", out)
+			}
+			if strings.Contains(out, "S3CRETPATH") || strings.Contains(out, "s3cretquery") {
+				t.Errorf("the webhook's secret is in the logs:\n%s", out)
+			}
+		})
 	}
 }
