@@ -307,6 +307,11 @@ func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
 	if v, ok := ann[AnnEBPF]; ok && v != "true" && v != "false" {
 		return Outcome{}, fmt.Errorf("%s: %q is not true or false", AnnEBPF, v)
 	}
+	if ebpf && pod.Spec.ShareProcessNamespace != nil && *pod.Spec.ShareProcessNamespace {
+		// The probes need hostPID, and the apiserver refuses a pod with
+		// both: patched, the pod would not be created at all.
+		return Outcome{}, fmt.Errorf("%s: the pod sets shareProcessNamespace, and the hostPID the eBPF probes need cannot be set with it", AnnEBPF)
+	}
 	processFacts := ann[AnnProcessFacts] == "true"
 	if v, ok := ann[AnnProcessFacts]; ok && v != "true" && v != "false" {
 		return Outcome{}, fmt.Errorf("%s: %q is not true or false", AnnProcessFacts, v)

@@ -1,8 +1,13 @@
 package inject
 
 import (
+	"encoding/json"
+	"os"
+	"strings"
 	"testing"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -53,6 +58,74 @@ func TestCurrentPortLastFlag(t *testing.T) {
 	} {
 		if got := currentPort(&tt.c, tt.kind, "grpc", map[serverKind]int32{kindTFServing: 8500, kindTriton: 8001}[tt.kind]); got != tt.want {
 			t.Errorf("%v: port %d, want %d", append(tt.c.Command, tt.c.Args...), got, tt.want)
+		}
+	}
+}
+
+// tritonPod is the recorded Triton pod (testdata/reviews/triton.json).
+func tritonPod(t *testing.T) *corev1.Pod {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/reviews/triton.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rv admissionv1.AdmissionReview
+	if err := json.Unmarshal(raw, &rv); err != nil {
+		t.Fatal(err)
+	}
+	var pod corev1.Pod
+	if err := json.Unmarshal(rv.Request.Object.Raw, &pod); err != nil {
+		t.Fatal(err)
+	}
+	return &pod
+}
+
+// patched applies an outcome's patch to pod as the apiserver would.
+func patched(t *testing.T, pod *corev1.Pod, ops []PatchOp) *corev1.Pod {
+	t.Helper()
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := MarshalPatch(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := jsonpatch.DecodePatch(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := p.Apply(raw)
+	if err != nil {
+		t.Fatalf("patch does not apply: %v", err)
+	}
+	var out corev1.Pod
+	if err := json.Unmarshal(doc, &out); err != nil {
+		t.Fatal(err)
+	}
+	return &out
+}
+
+// TestEBPFSharedProcessNamespace: the apiserver refuses a pod with both
+// hostPID and shareProcessNamespace ("ShareProcessNamespace and HostPID
+// cannot both be enabled", pkg/apis/core/validation), so an eBPF pod that
+// shares its PID namespace must not be given hostPID: it is skipped, saying
+// why, and runs as written.
+func TestEBPFSharedProcessNamespace(t *testing.T) {
+	for _, share := range []bool{false, true} {
+		pod := tritonPod(t)
+		pod.Annotations[AnnEBPF] = "true"
+		pod.Spec.ShareProcessNamespace = &share
+		out := Mutate(DefaultConfig(), OptIn, pod)
+		got := patched(t, pod, out.Patch)
+		if got.Spec.HostPID && got.Spec.ShareProcessNamespace != nil && *got.Spec.ShareProcessNamespace {
+			t.Errorf("shareProcessNamespace %v: patched pod has hostPID and shareProcessNamespace, which the apiserver refuses", share)
+		}
+		if want := map[bool]string{false: "injected", true: "skipped"}[share]; out.Action != want {
+			t.Errorf("shareProcessNamespace %v: action %q (%s), want %q", share, out.Action, out.Reason, want)
+		}
+		if share && !strings.Contains(out.Reason, "shareProcessNamespace") {
+			t.Errorf("reason %q does not name shareProcessNamespace", out.Reason)
 		}
 	}
 }
