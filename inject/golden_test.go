@@ -284,6 +284,8 @@ func TestAnnotationErrors(t *testing.T) {
 		{AnnSLA, "m"},
 		{AnnSLA, "m=-1s"},
 		{AnnTraceTarget, "many"},
+		{AnnTraceTarget, "NaN"}, // the sidecar refuses these (config: target_per_second)
+		{AnnTraceTarget, "+Inf"},
 		{AnnPushURL, "victoria:8428"},
 		{AnnCPURequest, "lots"},
 		{AnnMemoryRequest, "1Gi"}, // above the 512Mi limit the fixture sets

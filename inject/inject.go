@@ -23,6 +23,7 @@ package inject
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/url"
 	"path"
 	"slices"
@@ -658,8 +659,10 @@ func annotationArgs(cfg Config, ann map[string]string) ([]string, error) {
 	}
 	if v := ann[AnnTraceTarget]; v != "" {
 		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || f < 0 {
-			return nil, fmt.Errorf("%s: %q is not a non-negative number", AnnTraceTarget, v)
+		// Checked as what must hold, as the sidecar checks it: NaN fails
+		// every comparison, and NaN or +Inf would stop the sidecar.
+		if err != nil || !(f >= 0) || math.IsInf(f, 1) {
+			return nil, fmt.Errorf("%s: %q is not a finite non-negative number", AnnTraceTarget, v)
 		}
 		args = append(args, "--trace-target-per-second="+v)
 	}
