@@ -287,6 +287,7 @@ func TestAnnotationErrors(t *testing.T) {
 		{AnnTraceTarget, "NaN"}, // the sidecar refuses these (config: target_per_second)
 		{AnnTraceTarget, "+Inf"},
 		{AnnPushURL, "victoria:8428"},
+		{AnnPushURL, "tcp://victoria:8428/api/v1/import/prometheus"}, // the sidecar pushes over http(s) only
 		{AnnCPURequest, "lots"},
 		{AnnMemoryRequest, "1Gi"}, // above the 512Mi limit the fixture sets
 		{AnnPorts, "http=8000,udp=9"},
@@ -315,6 +316,7 @@ func TestConfigValidate(t *testing.T) {
 		{"image", func(c *Config) { c.Image = "" }, "image"},
 		{"cpu", func(c *Config) { c.CPURequest = "x" }, "cpu-request"},
 		{"push", func(c *Config) { c.PushURL = "vm:8428" }, "push-url"},
+		{"push scheme", func(c *Config) { c.PushURL = "tcp://vm:8428/api/v1/import/prometheus" }, "push-url"},
 		{"pull", func(c *Config) { c.ImagePullPolicy = "Sometimes" }, "image-pull-policy"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

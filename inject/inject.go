@@ -129,8 +129,8 @@ func (c Config) Validate() error {
 		if u == "" {
 			continue
 		}
-		if p, err := url.Parse(u); err != nil || p.Scheme == "" || p.Host == "" {
-			return fmt.Errorf("inject: %s: %q is not an absolute URL", name, u)
+		if !httpURL(u) {
+			return fmt.Errorf("inject: %s: %q is not an http(s) URL", name, u)
 		}
 	}
 	switch c.ImagePullPolicy {
@@ -668,8 +668,8 @@ func annotationArgs(cfg Config, ann map[string]string) ([]string, error) {
 	}
 	push := cfg.PushURL
 	if v := ann[AnnPushURL]; v != "" {
-		if p, err := url.Parse(v); err != nil || p.Scheme == "" || p.Host == "" {
-			return nil, fmt.Errorf("%s: %q is not an absolute URL", AnnPushURL, v)
+		if !httpURL(v) {
+			return nil, fmt.Errorf("%s: %q is not an http(s) URL", AnnPushURL, v)
 		}
 		push = v
 	}
@@ -687,6 +687,13 @@ func annotationArgs(cfg Config, ann map[string]string) ([]string, error) {
 		}
 	}
 	return args, nil
+}
+
+// httpURL says whether s is an absolute http or https URL: the sidecar's
+// push.url accepts nothing else and stops at start on any other scheme.
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 func resources(cfg Config, ann map[string]string) (corev1.ResourceRequirements, error) {
