@@ -318,6 +318,10 @@ func TestConfigValidate(t *testing.T) {
 		{"push", func(c *Config) { c.PushURL = "vm:8428" }, "push-url"},
 		{"push scheme", func(c *Config) { c.PushURL = "tcp://vm:8428/api/v1/import/prometheus" }, "push-url"},
 		{"pull", func(c *Config) { c.ImagePullPolicy = "Sometimes" }, "image-pull-policy"},
+		// Above the limit, every pod would be skipped, blamed on annotations it lacks.
+		{"memory request above limit", func(c *Config) { c.MemoryRequest = "512Mi" }, "memory-request"},
+		{"cpu request above limit", func(c *Config) { c.CPULimit = "50m" }, "cpu-request"},
+		{"no limit", func(c *Config) { c.MemoryRequest, c.MemoryLimit = "1Gi", "" }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()

@@ -117,12 +117,25 @@ func (c Config) Validate() error {
 	if c.Image == "" {
 		return fmt.Errorf("inject: image: must not be empty")
 	}
-	for name, q := range map[string]string{"cpu-request": c.CPURequest, "memory-request": c.MemoryRequest, "cpu-limit": c.CPULimit, "memory-limit": c.MemoryLimit} {
+	quantities := map[string]string{"cpu-request": c.CPURequest, "memory-request": c.MemoryRequest, "cpu-limit": c.CPULimit, "memory-limit": c.MemoryLimit}
+	for name, q := range quantities {
 		if q == "" {
 			continue
 		}
 		if _, err := resource.ParseQuantity(q); err != nil {
 			return fmt.Errorf("inject: %s: %q is not a quantity: %w", name, q, err)
+		}
+	}
+	// A default request above its default limit would skip every pod that
+	// does not override them, blamed on annotations it never set.
+	for _, rl := range [][2]string{{"cpu-request", "cpu-limit"}, {"memory-request", "memory-limit"}} {
+		req, lim := quantities[rl[0]], quantities[rl[1]]
+		if req == "" || lim == "" {
+			continue
+		}
+		// Both parsed above.
+		if r, l := resource.MustParse(req), resource.MustParse(lim); r.Cmp(l) > 0 {
+			return fmt.Errorf("inject: %s: %s is above %s %s", rl[0], req, rl[1], lim)
 		}
 	}
 	for name, u := range map[string]string{"push-url": c.PushURL} {
