@@ -295,12 +295,28 @@ func kindOf(c *corev1.Container) serverKind {
 	if len(c.Command) == 0 && tfImage(c.Image) {
 		return kindTFServing
 	}
-	if c.Name == "kserve-container" && len(c.Command) == 0 {
+	if c.Name == "kserve-container" && len(c.Command) == 0 && !notKServePython(c) {
 		// KServe's Python runtimes (sklearn, xgboost, custom kserve.Model)
 		// take --http_port/--grpc_port from args with the image's entrypoint.
 		return kindKServe
 	}
 	return kindUnknown
+}
+
+// notKServePython reports a kserve-container that runs one of KServe's
+// runtimes whose ports are not --http_port/--grpc_port: TorchServe (its
+// runtime's args start with torchserve; ports in config.properties) and
+// MLServer (ports from MLSERVER_HTTP_PORT/MLSERVER_GRPC_PORT). Given those
+// flags they keep 8080, where the sidecar then cannot listen.
+func notKServePython(c *corev1.Container) bool {
+	for _, a := range c.Args[:min(len(c.Args), 2)] {
+		if b := path.Base(a); b == "torchserve" || b == "mlserver" {
+			return true
+		}
+	}
+	return slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "MLSERVER_HTTP_PORT" || e.Name == "MLSERVER_GRPC_PORT"
+	})
 }
 
 // plan builds the patch or says why it cannot.

@@ -129,3 +129,35 @@ func TestEBPFSharedProcessNamespace(t *testing.T) {
 		}
 	}
 }
+
+// TestKServeContainerRecognised: in kserve-container, only KServe's Python
+// model servers take --http_port/--grpc_port. KServe's own TorchServe
+// runtime (args torchserve --start ..., ports in config.properties) and
+// MLServer runtime (no args, ports from MLSERVER_HTTP_PORT/_GRPC_PORT) do
+// not: moved by those flags they would keep 8080 and the sidecar could not
+// bind it, so the pod would never be Ready. They are left alone.
+func TestKServeContainerRecognised(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		c    corev1.Container
+		kind serverKind
+	}{
+		{"sklearnserver", corev1.Container{Name: "kserve-container", Args: []string{"--model_name=iris", "--model_dir=/mnt/models", "--http_port=8080"}}, kindKServe},
+		{"a custom kserve.Model, the image's entrypoint", corev1.Container{Name: "kserve-container", Image: "acme/custom-model:v1"}, kindKServe},
+		{"Triton runtime", corev1.Container{Name: "kserve-container", Args: []string{"tritonserver", "--model-store=/mnt/models"}}, kindTriton},
+		{"TorchServe runtime", corev1.Container{Name: "kserve-container", Args: []string{"torchserve", "--start", "--model-store=/mnt/models/model-store", "--ts-config=/mnt/models/config/config.properties"}}, kindUnknown},
+		{"MLServer runtime", corev1.Container{Name: "kserve-container", Image: "docker.io/seldonio/mlserver:1.6.1", Env: []corev1.EnvVar{{Name: "MLSERVER_HTTP_PORT", Value: "8080"}, {Name: "MLSERVER_GRPC_PORT", Value: "9000"}}}, kindUnknown},
+	} {
+		if got := kindOf(&tt.c); got != tt.kind {
+			t.Errorf("%s: kind %d, want %d", tt.name, got, tt.kind)
+		}
+		if tt.kind != kindUnknown {
+			continue
+		}
+		pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{tt.c}}}
+		pod.Annotations = map[string]string{AnnInject: "true"}
+		if out := Mutate(DefaultConfig(), OptIn, pod); out.Action != "skipped" {
+			t.Errorf("%s: action %q, want skipped", tt.name, out.Action)
+		}
+	}
+}
