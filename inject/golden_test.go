@@ -292,6 +292,8 @@ func TestAnnotationErrors(t *testing.T) {
 		{AnnMemoryRequest, "1Gi"}, // above the 512Mi limit the fixture sets
 		{AnnPorts, "http=8000,udp=9"},
 		{AnnPorts, "http=70000"},
+		{AnnPorts, "http=8000,http=8002"}, // one listener per protocol in the sidecar
+		{AnnPorts, "http=8000,grpc=8000"},
 		{AnnEBPF, "yes"},
 		{AnnContainer, "nope"},
 	} {

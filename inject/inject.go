@@ -518,6 +518,12 @@ func inferencePorts(ann map[string]string, kind serverKind) ([]protoPort, error)
 			if !ok || (proto != "http" && proto != "grpc") || err != nil || n <= 0 || n > 65535-portShift {
 				return nil, fmt.Errorf("%s: %q is not protocol=port (http or grpc, port 1..%d)", AnnPorts, f, 65535-portShift)
 			}
+			// The sidecar has one listener per protocol (a repeated
+			// --http-listen keeps the last) and the server one flag per
+			// protocol: a repeat would leave a moved port unserved.
+			if slices.ContainsFunc(out, func(o protoPort) bool { return o.proto == proto || o.port == int32(n) }) {
+				return nil, fmt.Errorf("%s: %q repeats a protocol or a port (at most one http and one grpc port, distinct)", AnnPorts, v)
+			}
 			out = append(out, protoPort{proto, int32(n)})
 		}
 		return out, nil
