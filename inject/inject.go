@@ -657,13 +657,22 @@ func matches(p intstr.IntOrString, port int32, name string) bool {
 	return p.IntVal == port
 }
 
-// checkFree refuses when a port the sidecar needs is used by another container.
+// checkFree refuses when a port the sidecar needs is used by another
+// container, native sidecars included.
 func checkFree(pod *corev1.Pod, routes []route) error {
 	need := map[int32]bool{AdminPort: true}
 	for _, r := range routes {
 		need[r.upstream] = true
 	}
-	for _, c := range pod.Spec.Containers {
+	running := slices.Clone(pod.Spec.Containers)
+	for _, c := range pod.Spec.InitContainers {
+		// A native sidecar (restartPolicy Always) runs for the pod's life
+		// in its network namespace; other init containers have exited.
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			running = append(running, c)
+		}
+	}
+	for _, c := range running {
 		for _, p := range c.Ports {
 			if need[p.ContainerPort] {
 				moved := false

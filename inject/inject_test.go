@@ -161,3 +161,27 @@ func TestKServeContainerRecognised(t *testing.T) {
 		}
 	}
 }
+
+// TestNativeSidecarPorts: an init container with restartPolicy Always (a
+// native sidecar, Kubernetes 1.29+) runs beside the others for the pod's
+// life, in its network namespace: a port it declares is as taken as one of
+// a regular container. A plain init container has exited before the
+// sidecar starts.
+func TestNativeSidecarPorts(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	for _, tt := range []struct {
+		name   string
+		init   corev1.Container
+		action string
+	}{
+		{"native sidecar on the admin port", corev1.Container{Name: "envoy", Image: "envoyproxy/envoy", RestartPolicy: &always, Ports: []corev1.ContainerPort{{Name: "admin", ContainerPort: AdminPort}}}, "skipped"},
+		{"plain init container on the admin port", corev1.Container{Name: "warmup", Image: "warmup", Ports: []corev1.ContainerPort{{ContainerPort: AdminPort}}}, "injected"},
+	} {
+		pod := tritonPod(t)
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, tt.init)
+		out := Mutate(DefaultConfig(), OptIn, pod)
+		if out.Action != tt.action || (tt.action == "skipped" && !strings.Contains(out.Reason, tt.init.Name)) {
+			t.Errorf("%s: action %q reason %q, want %s naming %s", tt.name, out.Action, out.Reason, tt.action, tt.init.Name)
+		}
+	}
+}
