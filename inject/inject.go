@@ -417,7 +417,7 @@ func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
 		setServerFlags(srv, kind, routes)
 		ops = append(ops, PatchOp{Op: "replace", Path: fmt.Sprintf("/spec/containers/%d", si), Value: srv})
 	}
-	if err := checkFree(pod, routes); err != nil {
+	if err := checkFree(pod, routes, pod.Spec.Containers[server].Name); err != nil {
 		return Outcome{}, err
 	}
 
@@ -658,8 +658,10 @@ func matches(p intstr.IntOrString, port int32, name string) bool {
 }
 
 // checkFree refuses when a port the sidecar needs is used by another
-// container, native sidecars included.
-func checkFree(pod *corev1.Pod, routes []route) error {
+// container, native sidecars included. Only the server (named server) may
+// already declare an upstream port: queue-proxy's USER_PORT, where the
+// server stays.
+func checkFree(pod *corev1.Pod, routes []route, server string) error {
 	need := map[int32]bool{AdminPort: true}
 	for _, r := range routes {
 		need[r.upstream] = true
@@ -679,7 +681,7 @@ func checkFree(pod *corev1.Pod, routes []route) error {
 				for _, r := range routes {
 					moved = moved || r.upstream == p.ContainerPort
 				}
-				if !moved || c.Name == "queue-proxy" {
+				if !moved || c.Name != server {
 					return fmt.Errorf("port %d, which the sidecar needs, is already used by container %q", p.ContainerPort, c.Name)
 				}
 			}

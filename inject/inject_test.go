@@ -185,3 +185,28 @@ func TestNativeSidecarPorts(t *testing.T) {
 		}
 	}
 }
+
+// TestServerNewPortTaken: the port the server moves to (port + 10000) must
+// be free in the pod's network; a container other than the server already
+// declaring it would leave the server, or that container, unable to bind.
+func TestServerNewPortTaken(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	for _, tt := range []struct {
+		name string
+		edit func(*corev1.Pod)
+	}{
+		{"a container on 18001", func(p *corev1.Pod) {
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "exporter", Image: "exporter", Ports: []corev1.ContainerPort{{ContainerPort: 18001}}})
+		}},
+		{"a native sidecar on 18000", func(p *corev1.Pod) {
+			p.Spec.InitContainers = append(p.Spec.InitContainers, corev1.Container{Name: "exporter", Image: "exporter", RestartPolicy: &always, Ports: []corev1.ContainerPort{{ContainerPort: 18000}}})
+		}},
+	} {
+		pod := tritonPod(t)
+		tt.edit(pod)
+		out := Mutate(DefaultConfig(), OptIn, pod)
+		if out.Action != "skipped" || !strings.Contains(out.Reason, "exporter") {
+			t.Errorf("%s: action %q reason %q, want skipped naming exporter", tt.name, out.Action, out.Reason)
+		}
+	}
+}
