@@ -375,6 +375,12 @@ func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
 		if err != nil || up <= 0 || up > 65535 {
 			return Outcome{}, fmt.Errorf("queue-proxy USER_PORT %q is not a port", q.Env[ei].Value)
 		}
+		if up == queueProxyPort {
+			// The server stays where it is: the sidecar could not listen
+			// there too. (Knative lets only one container declare ports,
+			// the server, so this is the conflict checkFree cannot see.)
+			return Outcome{}, fmt.Errorf("queue-proxy USER_PORT is %d, the port the sidecar listens on between queue-proxy and the model server", up)
+		}
 		proto := "http"
 		server = serverIndex(pod, qp)
 		if s := pod.Spec.Containers[server]; len(s.Ports) > 0 && s.Ports[0].Name == "h2c" {

@@ -3,6 +3,7 @@ package inject
 import (
 	"encoding/json"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -207,6 +208,47 @@ func TestServerNewPortTaken(t *testing.T) {
 		out := Mutate(DefaultConfig(), OptIn, pod)
 		if out.Action != "skipped" || !strings.Contains(out.Reason, "exporter") {
 			t.Errorf("%s: action %q reason %q, want skipped naming exporter", tt.name, out.Action, out.Reason)
+		}
+	}
+}
+
+// TestQueueProxyPortTaken: under Knative's queue-proxy the sidecar listens
+// on 8090, a port no container gave up; a model server already there
+// (USER_PORT 8090) would leave the sidecar unable to bind, or forwarding to
+// itself, and the pod never Ready.
+func TestQueueProxyPortTaken(t *testing.T) {
+	raw, err := os.ReadFile("testdata/reviews/kserve-predictor.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rv admissionv1.AdmissionReview
+	if err := json.Unmarshal(raw, &rv); err != nil {
+		t.Fatal(err)
+	}
+	var base corev1.Pod
+	if err := json.Unmarshal(rv.Request.Object.Raw, &base); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name   string
+		port   string
+		action string
+	}{
+		{"the server on 8080", "8080", "injected"},
+		{"the server on 8090", "8090", "skipped"},
+	} {
+		pod := base.DeepCopy()
+		srv, qp := &pod.Spec.Containers[0], &pod.Spec.Containers[1]
+		n, _ := strconv.Atoi(tt.port)
+		srv.Ports[0].ContainerPort = int32(n)
+		for i := range qp.Env {
+			if qp.Env[i].Name == "USER_PORT" {
+				qp.Env[i].Value = tt.port
+			}
+		}
+		out := Mutate(DefaultConfig(), Namespace, pod)
+		if out.Action != tt.action || (tt.action == "skipped" && !strings.Contains(out.Reason, "8090")) {
+			t.Errorf("%s: action %q reason %q, want %s", tt.name, out.Action, out.Reason, tt.action)
 		}
 	}
 }
