@@ -333,6 +333,9 @@ func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, err
 	}
+	if err := fitsPodRequests(pod, res); err != nil {
+		return Outcome{}, err
+	}
 	ebpf := ann[AnnEBPF] == "true"
 	if v, ok := ann[AnnEBPF]; ok && v != "true" && v != "false" {
 		return Outcome{}, fmt.Errorf("%s: %q is not true or false", AnnEBPF, v)
@@ -790,6 +793,38 @@ func resources(cfg Config, ann map[string]string) (corev1.ResourceRequirements, 
 		}
 	}
 	return rr, nil
+}
+
+// fitsPodRequests refuses a sidecar whose requests do not fit in the
+// pod-level requests (spec.resources) beside the containers that run with
+// it: the apiserver refuses a pod whose containers together request more
+// than the pod. Plain init containers only raise that sum when larger than
+// it, which the sidecar, a regular container, does not change.
+func fitsPodRequests(pod *corev1.Pod, side corev1.ResourceRequirements) error {
+	if pod.Spec.Resources == nil {
+		return nil
+	}
+	for name, podReq := range pod.Spec.Resources.Requests {
+		sideReq, ok := side.Requests[name]
+		if !ok {
+			continue
+		}
+		sum := sideReq.DeepCopy()
+		for _, c := range pod.Spec.Containers {
+			if q, ok := c.Resources.Requests[name]; ok {
+				sum.Add(q)
+			}
+		}
+		for _, c := range pod.Spec.InitContainers {
+			if q, ok := c.Resources.Requests[name]; ok && c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+				sum.Add(q)
+			}
+		}
+		if sum.Cmp(podReq) > 0 {
+			return fmt.Errorf("the pod's spec.resources.requests.%s (%s) has no room for the sidecar's %s: its containers would request %s", name, podReq.String(), sideReq.String(), sum.String())
+		}
+	}
+	return nil
 }
 
 // sidecar builds the container.

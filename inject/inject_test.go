@@ -10,6 +10,7 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 func TestTFServingRecognised(t *testing.T) {
@@ -248,6 +249,31 @@ func TestQueueProxyPortTaken(t *testing.T) {
 		}
 		out := Mutate(DefaultConfig(), Namespace, pod)
 		if out.Action != tt.action || (tt.action == "skipped" && !strings.Contains(out.Reason, "8090")) {
+			t.Errorf("%s: action %q reason %q, want %s", tt.name, out.Action, out.Reason, tt.action)
+		}
+	}
+}
+
+// TestPodLevelRequests: with pod-level resources (spec.resources, beta and
+// on by default since Kubernetes 1.34) the apiserver refuses a pod whose
+// containers together request more than the pod ("must be greater than or
+// equal to aggregate container requests"). The sidecar's requests must fit
+// in what the pod has left, or the pod would not be created at all.
+func TestPodLevelRequests(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		cpu, mem string // the pod's requests; the server requests 2 CPUs and 8Gi
+		action   string
+	}{
+		{"room for the sidecar", "3", "9Gi", "injected"},
+		{"no room for its CPU", "2", "9Gi", "skipped"},
+		{"no room for its memory", "3", "8Gi", "skipped"},
+	} {
+		pod := tritonPod(t)
+		pod.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("8Gi")}
+		pod.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(tt.cpu), corev1.ResourceMemory: resource.MustParse(tt.mem)}}
+		out := Mutate(DefaultConfig(), OptIn, pod)
+		if out.Action != tt.action || (tt.action == "skipped" && !strings.Contains(out.Reason, "spec.resources")) {
 			t.Errorf("%s: action %q reason %q, want %s", tt.name, out.Action, out.Reason, tt.action)
 		}
 	}
