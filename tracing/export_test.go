@@ -5,16 +5,20 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/VictoriaMetrics/metrics"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	collpb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
 
 	"github.com/inferwatch/inferwatch/internal/exposition"
 	"github.com/inferwatch/inferwatch/record"
@@ -236,5 +240,72 @@ func TestExportRecovers(t *testing.T) {
 	// queue and went out with the first successful batch.
 	if got := metricValue(t, set, "inferwatch_traces_exported_total"); got < 5 {
 		t.Errorf("first successful batch carried %v traces, want the ones queued during the pauses", got)
+	}
+}
+
+// otlpReceiver is an in-process OTLP/gRPC trace receiver that keeps the
+// span names and string attribute values it was sent.
+type otlpReceiver struct {
+	collpb.UnimplementedTraceServiceServer
+	spans   atomic.Int64
+	strings chan string
+}
+
+func (o *otlpReceiver) Export(_ context.Context, r *collpb.ExportTraceServiceRequest) (*collpb.ExportTraceServiceResponse, error) {
+	for _, rs := range r.ResourceSpans {
+		for _, ss := range rs.ScopeSpans {
+			for _, s := range ss.Spans {
+				o.spans.Add(1)
+				o.strings <- s.Name
+				for _, kv := range s.Attributes {
+					if v := kv.GetValue().GetStringValue(); v != "" {
+						o.strings <- v
+					}
+				}
+			}
+		}
+	}
+	return &collpb.ExportTraceServiceResponse{}, nil
+}
+
+// TestExportInvalidUTF8: a request-derived string that is not UTF-8 (a
+// percent-decoded model name, "%ff") must not fail the OTLP export, which
+// marshals strings as protobuf strings that must be valid UTF-8. It did:
+// the whole batch, the other calls' traces with it, was dropped.
+func TestExportInvalidUTF8(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv := &otlpReceiver{strings: make(chan string, 1024)}
+	srv := grpc.NewServer()
+	collpb.RegisterTraceServiceServer(srv, recv)
+	go srv.Serve(l)
+	defer srv.Stop()
+
+	set := metrics.NewSet()
+	tr, err := New(Config{Sampler: &fakeSampler{}, Endpoint: l.Addr().String(), Insecure: true, Metrics: set,
+		BatchTimeout: 10 * time.Millisecond, Logger: discardLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, bad := seedCall(), seedCall()
+	bad.TraceID[0] ^= 0xff
+	bad.Model, bad.Version = "mnist\xff", "1\xc3"
+	bad.Inputs[0].Name = "in\xfe"
+	tr.Observe(good)
+	tr.Observe(bad)
+	if err := tr.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	close(recv.strings)
+	for s := range recv.strings {
+		if !utf8.ValidString(s) {
+			t.Errorf("exported a string that is not UTF-8: %q", s)
+		}
+	}
+	if got := recv.spans.Load(); got != 18 {
+		t.Errorf("receiver got %d spans, want 18 (two calls of 9); export_failed=%v", got,
+			metricValue(t, set, `inferwatch_traces_dropped_total{reason="export_failed"}`))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -445,7 +446,56 @@ func buildSpans(c *record.Call, host *record.HostFacts, tail, upstreamAddr strin
 			kind: trace.SpanKindInternal, start: at(end), end: at(end + max(c.Decode, 0)),
 			attrs: []attribute.KeyValue{attribute.Bool(attrDeferred, true)}})
 	}
+	cs.validUTF8()
 	return cs
+}
+
+// validUTF8 replaces the bytes that are not UTF-8 in the spans' strings with
+// U+FFFD. OTLP carries names, descriptions and attribute values as protobuf
+// strings, which must be valid UTF-8: one bad byte fails the marshalling of
+// a whole export request, and every trace in the batch is dropped with it.
+// Request-derived strings can hold anything (a model name percent-decoded
+// from the path, "%ff").
+func (cs *callSpans) validUTF8() {
+	for i := range cs.spans {
+		s := &cs.spans[i]
+		s.name, s.desc = validString(s.name), validString(s.desc)
+		validAttrs(s.attrs)
+		for j := range s.events {
+			s.events[j].Name = validString(s.events[j].Name)
+			validAttrs(s.events[j].Attributes)
+		}
+	}
+}
+
+func validString(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// validAttrs makes the string values of a valid UTF-8 in place.
+func validAttrs(a []attribute.KeyValue) {
+	for i, kv := range a {
+		switch kv.Value.Type() {
+		case attribute.STRING:
+			if v := kv.Value.AsString(); !utf8.ValidString(v) {
+				a[i] = attribute.String(string(kv.Key), validString(v))
+			}
+		case attribute.STRINGSLICE:
+			vs := kv.Value.AsStringSlice()
+			bad := false
+			for j, v := range vs {
+				if !utf8.ValidString(v) {
+					vs[j], bad = validString(v), true
+				}
+			}
+			if bad {
+				a[i] = attribute.StringSlice(string(kv.Key), vs)
+			}
+		}
+	}
 }
 
 // addStages lays the server-reported stages on [from, to] of the upstream
