@@ -394,13 +394,19 @@ func isRead(method string) bool {
 }
 
 // unescape decodes one path segment, keeping it as sent when it is not
-// valid escaping: a route is never rejected.
+// valid escaping: a route is never rejected. What it returns is a model or
+// version name, kept as Label keeps one read from a message: a path may carry
+// a megabyte, or bytes that are not UTF-8 ("%ff"), and the name becomes a
+// span attribute, a sampling key and a metric label's raw value. A cut name
+// is copied so that it does not hold the whole path in memory.
 func unescape(seg string) string {
-	if strings.IndexByte(seg, '%') < 0 {
-		return seg
+	if strings.IndexByte(seg, '%') >= 0 {
+		if s, err := url.PathUnescape(seg); err == nil {
+			seg = s
+		}
 	}
-	if s, err := url.PathUnescape(seg); err == nil {
-		return s
+	if l := Label(seg); l != seg {
+		return strings.Clone(l)
 	}
 	return seg
 }

@@ -1,7 +1,9 @@
 package inferapi
 
 import (
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/inferwatch/inferwatch/record"
 )
@@ -171,5 +173,34 @@ func TestRouteStreaming(t *testing.T) {
 		if got := GRPCRoute(path).Streaming(); got != want {
 			t.Errorf("GRPCRoute(%q).Streaming() = %v, want %v", path, got, want)
 		}
+	}
+}
+
+// TestHTTPRouteBoundsNames: a model or version named in the path is kept as
+// Label keeps one read from a message, within MaxLabelBytes and UTF-8 only:
+// it becomes a span attribute, a sampling key and a metric label's raw value,
+// and a path can carry a megabyte, or bytes that are not UTF-8 ("%ff").
+func TestHTTPRouteBoundsNames(t *testing.T) {
+	long := strings.Repeat("m", 1<<20)
+	for _, path := range []string{
+		"/v2/models/" + long + "/versions/" + long + "/infer",
+		"/v2/repository/models/" + long + "/load",
+		"/v1/models/" + long + "/versions/" + long + ":predict",
+		"/predictions/" + long + "/" + long,
+		"/v2/models/m%ff" + long + "/versions/v%c3/infer",
+	} {
+		r := HTTPRoute("POST", path, "")
+		if r.API == record.APIUnknown {
+			t.Fatalf("%.40s…: not recognised", path)
+		}
+		for _, s := range []string{r.Model, r.Version} {
+			if len(s) > MaxLabelBytes || !utf8.ValidString(s) {
+				t.Errorf("%.40s…: kept %d bytes (valid UTF-8 %v), want at most %d of UTF-8",
+					path, len(s), utf8.ValidString(s), MaxLabelBytes)
+			}
+		}
+	}
+	if r := HTTPRoute("POST", "/v2/models/m%ff/infer", ""); r.Model != "m" {
+		t.Errorf("model %q, want %q (Label drops what is not UTF-8)", r.Model, "m")
 	}
 }
