@@ -37,7 +37,8 @@ const (
 // extract reads the client's trace context: a valid W3C traceparent first
 // (with its tracestate), else a B3 single header, else B3 multi headers. A
 // malformed header counts as absent. ok is false when no context was found;
-// in may still carry a bare B3 sampling decision ("b3: 0").
+// in may still carry a bare B3 sampling decision ("b3: 0", or
+// "X-B3-Sampled: 0" without ids).
 func extract(h http.Header) (in incoming, ok bool) {
 	if v := h[hdrTraceparent]; len(v) == 1 {
 		// More than one traceparent is invalid (W3C: treat as absent).
@@ -64,20 +65,33 @@ func extract(h http.Header) (in incoming, ok bool) {
 		}
 		if okT && okS {
 			b.hasSpan, b.b3Short = true, short
-			if f := h[hdrB3Flags]; len(f) > 0 && f[0] == "1" {
-				b.decided, b.sampled = true, true // debug implies sampled
-			} else if s := h[hdrB3Sampled]; len(s) > 0 {
-				switch s[0] {
-				case "1", "true":
-					b.decided, b.sampled = true, true
-				case "0", "false":
-					b.decided = true
-				}
-			}
+			b.decided, b.sampled = b3MultiDecision(h)
 			return b, true
 		}
+		return incoming{}, false
 	}
-	return incoming{}, false
+	// B3 lets a sampling state travel without ids ("X-B3-Sampled: 0"), as a
+	// bare "b3: 0" does: the sidecar starts the trace and follows it.
+	var b incoming
+	b.decided, b.sampled = b3MultiDecision(h)
+	return b, false
+}
+
+// b3MultiDecision reads the sampling state of B3 multi headers: X-B3-Flags: 1
+// (debug, which implies sampled), else X-B3-Sampled; none is no decision.
+func b3MultiDecision(h http.Header) (decided, sampled bool) {
+	if f := h[hdrB3Flags]; len(f) > 0 && f[0] == "1" {
+		return true, true
+	}
+	if s := h[hdrB3Sampled]; len(s) > 0 {
+		switch s[0] {
+		case "1", "true":
+			return true, true
+		case "0", "false":
+			return true, false
+		}
+	}
+	return false, false
 }
 
 // joinTracestate combines tracestate header lines into one list, as W3C

@@ -145,6 +145,12 @@ func TestStartPropagation(t *testing.T) {
 		{"B3 multi, debug flag", http.Header{"X-B3-Traceid": {b3tid}, "X-B3-Spanid": {b3sid}, "X-B3-Flags": {"1"}},
 			fakeSampler{},
 			want{traceID: b3tid, parentSpan: b3sid, parent: sampling.Parent{Present: true, Sampled: true}, flags: "01", sampled: true, b3multi: true}},
+		{"B3 multi, bare deny", http.Header{"X-B3-Sampled": {"0"}},
+			fakeSampler{head: true},
+			want{parent: sampling.Parent{Present: true}, flags: "02"}},
+		{"B3 multi, bare debug", http.Header{"X-B3-Flags": {"1"}},
+			fakeSampler{head: false},
+			want{parent: sampling.Parent{Present: true, Sampled: true}, flags: "03", sampled: true}},
 		{"B3 multi without a span id is absent", http.Header{"X-B3-Traceid": {b3tid}, "X-B3-Sampled": {"1"}},
 			fakeSampler{head: true}, want{flags: "03", sampled: true}},
 		{"W3C wins over B3", http.Header{"Traceparent": {"00-" + tid + "-" + sid + "-01"}, "B3": {b3tid + "-" + b3sid + "-0"}},
@@ -210,6 +216,9 @@ func TestStartPropagation(t *testing.T) {
 			wantB3 := strings.NewReplacer("U", hex.EncodeToString(c.UpstreamSpanID[:]), "S", hex.EncodeToString(c.SpanID[:])).Replace(tc.want.b3)
 			if got := h.Get("B3"); got != wantB3 {
 				t.Errorf("outgoing b3 %q, want %q", got, wantB3)
+			}
+			if v := h.Get("X-B3-Sampled"); v != "" && (v == "1") != tc.want.sampled {
+				t.Errorf("outgoing X-B3-Sampled %q disagrees with traceparent's sampled flag %v", v, tc.want.sampled)
 			}
 			if tc.want.b3multi {
 				st := "0"
