@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -50,7 +51,7 @@ type line struct {
 func renderTrace(w *bufio.Writer, t *Trace) {
 	head := "trace " + t.TraceID
 	if t.Model != "" {
-		head += "  " + t.Model
+		head += "  " + shown(t.Model)
 	}
 	head += "  " + fmtDuration(t.DurationNS) + "  " + t.Status
 	if t.Status != "OK" && t.Code != "" {
@@ -96,7 +97,7 @@ func renderTrace(w *bufio.Writer, t *Trace) {
 		if last {
 			branch, more = "└─ ", "   "
 		}
-		l := line{prefix: lead + branch, name: s.Name, dur: fmtDuration(s.DurationNS)}
+		l := line{prefix: lead + branch, name: shown(s.Name), dur: fmtDuration(s.DurationNS)}
 		if d, _ := s.Attributes[attrDeferred].(bool); d {
 			l.note = "(ran after the call, off the data path)"
 		}
@@ -104,7 +105,7 @@ func renderTrace(w *bufio.Writer, t *Trace) {
 			l.note = "(reported " + strconv.FormatFloat(r, 'f', 2, 64) + "ms, cut at the first response byte)"
 		}
 		if s.Error != "" {
-			l.note = strings.TrimSpace(l.note + " ERROR " + s.Error)
+			l.note = strings.TrimSpace(l.note + " ERROR " + shown(s.Error))
 		}
 		lines = append(lines, l)
 		kids := children[s.SpanID]
@@ -135,6 +136,17 @@ func renderTrace(w *bufio.Writer, t *Trace) {
 		}
 		w.WriteByte('\n')
 	}
+}
+
+// shown is a string from a request (a model name from the path, an error
+// text) as the page prints it: quoted when it holds a control character, so
+// that "%0a" or an escape sequence cannot forge lines on the page or drive
+// the terminal of whoever reads it (the demo prints these trees).
+func shown(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) && r != ' ' }) < 0 {
+		return s
+	}
+	return strconv.Quote(s)
 }
 
 // fmtDuration prints milliseconds with two decimals, as the seed's example.

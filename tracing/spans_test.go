@@ -416,3 +416,25 @@ func TestGRPCNames(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderQuotesControlCharacters: a model name from the path ("%0a",
+// an escape sequence) or an error text cannot forge lines on the /traces
+// page or drive the terminal of whoever reads it: such strings are quoted.
+func TestRenderQuotesControlCharacters(t *testing.T) {
+	tr := Trace{TraceID: "t", Model: "m\nFAKE LINE\x1b[2J", Status: "ERROR", Code: "500", Sampling: "tail", TailReason: "error",
+		Spans: []Span{{SpanID: "a", Name: "infer m\nX", Error: "bad\r\ninput", Start: time.Unix(0, 0)}}}
+	var buf bytes.Buffer
+	Render(&buf, []Trace{tr})
+	out := buf.String()
+	if strings.Contains(out, "\x1b") || strings.Contains(out, "\nFAKE LINE") || strings.Contains(out, "\nX") || strings.Contains(out, "\r") {
+		t.Fatalf("control characters reached the page:\n%q", out)
+	}
+	for _, want := range []string{`"m\nFAKE LINE\x1b[2J"`, `"infer m\nX"`, `"bad\r\ninput"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("page lacks %s quoted:\n%s", want, out)
+		}
+	}
+	if lines := strings.Count(out, "\n"); lines != 2 {
+		t.Errorf("%d lines, want the head and one span:\n%s", lines, out)
+	}
+}
