@@ -97,6 +97,10 @@ func TestErrorsNameTheField(t *testing.T) {
 		{"no routes", "admin_listen: 127.0.0.1:1\n", "routes: no listen/upstream pair"},
 		{"bad protocol", "routes: [{protocol: udp, listen: ':1', upstream: 'h:2'}]\n", "routes[0] (udp-0).protocol"},
 		{"upstream without port", "routes: [{protocol: grpc, listen: ':1', upstream: 'h'}]\n", "routes[0] (grpc-0).upstream"},
+		// A route's name labels its metrics (route="..."): two routes of
+		// one name would register one series twice.
+		{"duplicate name", "routes: [{name: triton, protocol: grpc, listen: ':1', upstream: 'h:2'}, {name: triton, protocol: http, listen: ':2', upstream: 'h:3'}]\n", `routes[1] (triton).name: "triton" is also the name of routes[0]`},
+		{"name like a default", "routes: [{name: http-1, protocol: grpc, listen: ':1', upstream: 'h:2'}, {protocol: http, listen: ':2', upstream: 'h:3'}]\n", `routes[1] (http-1).name: "http-1" is also the name of routes[0]`},
 		{"duplicate listen", "routes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}, {protocol: http, listen: ':1', upstream: 'h:3'}]\n", "routes[1] (http-1).listen"},
 		{"tls half", "routes: [{protocol: grpc, listen: ':1', upstream: 'h:2', tls: {cert_file: /nonexistent}}]\n", "tls.cert_file"},
 		{"push url", "push: {url: 'ftp://x'}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "push.url"},

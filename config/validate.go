@@ -45,10 +45,19 @@ func (c *Config) Validate() error {
 		bad("routes", "no listen/upstream pair: give --grpc-listen with --grpc-upstream, --http-listen with --http-upstream, or routes in --config")
 	}
 	seen := map[string]string{}
+	// A route's name is its metrics' route label: two routes of one name
+	// would register one series twice, which the metrics library refuses
+	// with a panic.
+	names := map[string]int{}
 	for i, r := range c.Routes {
 		f := fmt.Sprintf("routes[%d]", i)
 		if r.Name != "" {
 			f = fmt.Sprintf("routes[%d] (%s)", i, r.Name)
+			if j, dup := names[r.Name]; dup {
+				bad(f+".name", "%q is also the name of routes[%d]", r.Name, j)
+			} else {
+				names[r.Name] = i
+			}
 		}
 		switch r.Protocol {
 		case "grpc", "http":

@@ -2,6 +2,9 @@ package sidecar
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/inferwatch/inferwatch/config"
@@ -28,5 +31,21 @@ func TestPollRoutesOncePerUpstreamHost(t *testing.T) {
 				t.Fatalf("pollRoutes = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// Two routes of one name (a YAML route named like the one a flag adds)
+// stop New with the field named, instead of a panic registering their
+// route-labelled gauges twice.
+func TestNewRefusesDuplicateRouteNames(t *testing.T) {
+	cfg := config.Default()
+	cfg.Routes = []config.Route{
+		{Name: "grpc", Protocol: "grpc", Listen: "127.0.0.1:0", Upstream: "127.0.0.1:1"},
+		{Name: "grpc", Protocol: "http", Listen: "127.0.0.1:0", Upstream: "127.0.0.1:2"},
+	}
+	cfg.Finish()
+	_, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err == nil || !strings.Contains(err.Error(), `routes[1] (grpc).name: "grpc" is also the name of routes[0]`) {
+		t.Fatalf("New: %v, want an error naming routes[1] (grpc).name", err)
 	}
 }
