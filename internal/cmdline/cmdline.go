@@ -60,3 +60,8 @@ func (l Labels) Set(v string) error {
 	l[k] = val
 	return nil
 }
+
+// Repeatable marks Labels as given once per pair, so that its INFERWATCH_*
+// variable holds the pairs comma-separated (config.RepeatableFlag); without
+// it "a=1,b=2" was one pair, a with the value "1,b=2".
+func (l Labels) Repeatable() {}
