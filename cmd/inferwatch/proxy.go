@@ -215,11 +215,14 @@ func runProxy(args []string, logw io.Writer) error {
 	if err := sc.Start(context.Background()); err != nil {
 		return err
 	}
+	// A listener that stopped on its own is a failure even when the drain
+	// after it goes well: the exit status says so, for the supervisor.
+	var failed error
 	select {
 	case <-ctx.Done():
 		logger.Info("signal received: draining")
-	case err := <-sc.Err():
-		logger.Error("listener failed", "err", err)
+	case failed = <-sc.Err():
+		logger.Error("listener failed", "err", failed)
 	}
-	return sc.Shutdown(context.Background())
+	return errors.Join(failed, sc.Shutdown(context.Background()))
 }
