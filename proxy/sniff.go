@@ -45,8 +45,7 @@ func (l *sniffListener) accept() {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			if retryAccept(err) {
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 				time.Sleep(backoff)
 				continue
@@ -57,6 +56,24 @@ func (l *sniffListener) accept() {
 		backoff = 0
 		go l.sniff(newRawConn(c))
 	}
+}
+
+// retryAccept says whether an accept error passes: a timeout, or running
+// out of descriptors or kernel memory for a moment (a burst of connections
+// over the process's limit), which net/http's own accept loop also waits
+// out. Ending the loop on it would leave the route deaf for good: net/http
+// retries the error this listener then returns for ever.
+func retryAccept(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // Accept returns the next connection for net/http.

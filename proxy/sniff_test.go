@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -125,5 +127,57 @@ func TestSniffedConnCloseWrite(t *testing.T) {
 	}
 	if err := (&sniffedConn{Conn: opaque{c}}).CloseWrite(); err == nil {
 		t.Error("a wrapped connection without CloseWrite shut its write side")
+	}
+}
+
+// failOnce is a listener whose first Accept fails with err.
+type failOnce struct {
+	net.Listener
+	err    error
+	failed bool
+}
+
+func (l *failOnce) Accept() (net.Conn, error) {
+	if !l.failed {
+		l.failed = true
+		return nil, l.err
+	}
+	return l.Listener.Accept()
+}
+
+// TestSniffListenerOutlivesEMFILE: running out of descriptors for a moment
+// (a burst of connections over the process's limit) fails one accept; the
+// frame plane's listener must go on accepting once descriptors are free,
+// as net/http's own accept loop does, not stay dead with the route's
+// clients queueing in the kernel's backlog and /readyz still saying ready.
+func TestSniffListenerOutlivesEMFILE(t *testing.T) {
+	nl := listen(t)
+	emfile := &net.OpError{Op: "accept", Net: "tcp", Addr: nl.Addr(), Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	l := newSniffListener(&failOnce{Listener: nl, err: emfile}, nil, nil, nil)
+	defer l.Close()
+	go func() {
+		c, err := net.Dial("tcp", nl.Addr().String())
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		time.Sleep(5 * time.Second)
+	}()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		c, err := l.Accept()
+		if err == nil {
+			c.Close()
+			return
+		}
+		// What net/http's Server.Serve does with an accept error.
+		if ne, ok := err.(net.Error); !ok || !ne.Temporary() {
+			t.Fatalf("Accept: %v, which ends net/http's Serve", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Accept still fails %v after one EMFILE: %v", 3*time.Second, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
