@@ -70,8 +70,10 @@ func (s *Server) Addrs() []net.Addr {
 	return out
 }
 
-// Serve serves every bound listener until Shutdown; it returns the first
-// error other than the server closing.
+// Serve serves every bound listener until Shutdown. It returns the first
+// error other than the server closing as soon as one listener stops with
+// it, while the others still serve (Shutdown stops them), so that a dead
+// route is noticed; nil once every listener was shut down.
 func (s *Server) Serve() error {
 	errc := make(chan error, len(s.nls))
 	var wg sync.WaitGroup
@@ -91,9 +93,22 @@ func (s *Server) Serve() error {
 			}
 		}()
 	}
-	wg.Wait()
-	close(errc)
-	return <-errc
+	all := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(all)
+	}()
+	select {
+	case err := <-errc:
+		return err
+	case <-all:
+		select {
+		case err := <-errc:
+			return err
+		default:
+			return nil
+		}
+	}
 }
 
 // Client connection limits, the same on both data planes.
