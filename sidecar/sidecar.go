@@ -140,7 +140,7 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 	}
 	s.readiness = proxy.NewReadiness(probes...)
 	for i, r := range cfg.Routes {
-		s.metrics.Metrics().NewGauge(fmt.Sprintf(`inferwatch_upstream_ready{route=%q}`, r.Name), func() float64 {
+		s.metrics.Metrics().NewGauge(fmt.Sprintf(`inferwatch_upstream_ready{route="%s"}`, metricset.EscapeLabelValue(r.Name)), func() float64 {
 			if s.readiness.UpstreamReady(i) {
 				return 1
 			}
@@ -400,7 +400,7 @@ func (s *Sidecar) route(r config.Route, poll bool) (proxy.Listener, proxy.Probe,
 		UpstreamRTT:     tr.RTT,
 	})
 	s.handlers = append(s.handlers, h)
-	s.metrics.Metrics().NewGauge(fmt.Sprintf(`inferwatch_inflight_requests{route=%q}`, r.Name), func() float64 {
+	s.metrics.Metrics().NewGauge(fmt.Sprintf(`inferwatch_inflight_requests{route="%s"}`, metricset.EscapeLabelValue(r.Name)), func() float64 {
 		return float64(h.InFlight())
 	})
 	l = proxy.Listener{Name: r.Name, Addr: r.Listen, Handler: h}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/inferwatch/inferwatch/config"
+	"github.com/inferwatch/inferwatch/internal/exposition"
 )
 
 func TestPollRoutesOncePerUpstreamHost(t *testing.T) {
@@ -47,5 +48,30 @@ func TestNewRefusesDuplicateRouteNames(t *testing.T) {
 	_, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err == nil || !strings.Contains(err.Error(), `routes[1] (grpc).name: "grpc" is also the name of routes[0]`) {
 		t.Fatalf("New: %v, want an error naming routes[1] (grpc).name", err)
+	}
+}
+
+// A route's name is its metrics' route label, escaped as Prometheus text
+// escapes it: Go's %q would write a tab as \t and a non-ASCII rune as \u…,
+// escapes a strict parser refuses.
+func TestRouteLabelEscaped(t *testing.T) {
+	cfg := config.Default()
+	cfg.AdminListen = "127.0.0.1:0"
+	cfg.Routes = []config.Route{{Name: "grpc\tö \"x\"", Protocol: "grpc", Listen: "127.0.0.1:0", Upstream: "127.0.0.1:1", Readiness: "none"}}
+	cfg.Host.GPUDisabled, cfg.Host.BPFDisabled = true, true
+	cfg.Finish()
+	s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	s.metrics.Metrics().WritePrometheus(&b)
+	p, err := exposition.Parse(b.String())
+	if err != nil {
+		t.Fatalf("/metrics does not parse: %v", err)
+	}
+	want := `inferwatch_inflight_requests{route="grpc` + "\t" + `ö \"x\""}`
+	if _, ok := p.Series("inferwatch_inflight_requests")[want]; !ok {
+		t.Fatalf("no %s in %v", want, p.Series("inferwatch_inflight_requests"))
 	}
 }
