@@ -106,3 +106,54 @@ func TestEnvBadValueNamesVariable(t *testing.T) {
 		})
 	}
 }
+
+// TestRouteFlagsOverrideConfigRoutes: the route settings given as flags or
+// variables (readiness, API hint, message limit, statistics polling, the
+// HTTP upstream's protocol) override the config file's routes, as every
+// other flag overrides the file; ungiven, the file's stand.
+func TestRouteFlagsOverrideConfigRoutes(t *testing.T) {
+	yaml := filepath.Join(t.TempDir(), "inferwatch.yaml")
+	body := "routes:\n" +
+		"  - {name: g, protocol: grpc, listen: ':0', upstream: '127.0.0.1:1', readiness: tcp, max_message_bytes: 1024}\n" +
+		"  - {name: h, protocol: http, listen: ':0', upstream: '127.0.0.1:2', api_hint: kserve_v1, triton_stats: {interval: 9s}}\n"
+	if err := os.WriteFile(yaml, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	build := func(t *testing.T, args []string, env map[string]string) config.Config {
+		t.Helper()
+		for k, v := range env {
+			t.Setenv(k, v)
+		}
+		fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		b := proxyFlags(fs)
+		if err := cmdline.Parse(fs, append([]string{"--config=" + yaml}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := b()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	t.Run("given", func(t *testing.T) {
+		cfg := build(t, []string{"--readiness=none", "--api-hint=tfserving", "--no-triton-stats", "--http-upstream-protocol=h2c"},
+			map[string]string{"INFERWATCH_GRPC_MAX_MESSAGE_BYTES": "4096", "INFERWATCH_TRITON_STATS_INTERVAL": "3s"})
+		for _, r := range cfg.Routes {
+			if r.Readiness != "none" || r.APIHint != "tfserving" || r.MaxMessageBytes != 4096 || r.TritonStats.Interval.D() != 3*time.Second ||
+				r.TritonStats.Enabled == nil || *r.TritonStats.Enabled {
+				t.Errorf("route %s: %+v; want the flags' and variables' settings", r.Name, r)
+			}
+		}
+		if cfg.Routes[1].UpstreamProtocol != "h2c" || cfg.Routes[0].UpstreamProtocol == "h2c" {
+			t.Errorf("upstream protocols %q, %q; want the HTTP route's h2c", cfg.Routes[0].UpstreamProtocol, cfg.Routes[1].UpstreamProtocol)
+		}
+	})
+	t.Run("not given", func(t *testing.T) {
+		cfg := build(t, nil, nil)
+		g, h := cfg.Routes[0], cfg.Routes[1]
+		if g.Readiness != "tcp" || g.MaxMessageBytes != 1024 || h.APIHint != "kserve_v1" || h.TritonStats.Interval.D() != 9*time.Second || h.TritonStats.Enabled != nil {
+			t.Errorf("routes %+v, %+v; want the file's settings", g, h)
+		}
+	})
+}

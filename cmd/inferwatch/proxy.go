@@ -160,6 +160,30 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 		if *noStats {
 			statsEnabled = new(bool)
 		}
+		// Route settings given as flags (or their variables) override the
+		// config's routes too, as flags override the file everywhere else;
+		// the routes made from flags below take every one of them.
+		for i := range cfg.Routes {
+			r := &cfg.Routes[i]
+			if set["readiness"] {
+				r.Readiness = *readiness
+			}
+			if set["api-hint"] {
+				r.APIHint = *apiHint
+			}
+			if set["grpc-max-message-bytes"] {
+				r.MaxMessageBytes = *maxMsg
+			}
+			if set["triton-stats-interval"] {
+				r.TritonStats.Interval = config.Duration(*statsEvery)
+			}
+			if *noStats {
+				r.TritonStats.Enabled = new(bool)
+			}
+			if set["http-upstream-protocol"] && r.Protocol == "http" {
+				r.UpstreamProtocol = *httpUpProto
+			}
+		}
 		add := func(proto, listen, up string) error {
 			if listen == "" && up == "" {
 				return nil
