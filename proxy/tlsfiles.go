@@ -127,7 +127,11 @@ func ServerTLS(f TLSFiles, logger *slog.Logger) (*tls.Config, error) {
 }
 
 // ClientTLS returns an upstream config: CA to verify the server (system roots
-// when empty), a client certificate for mTLS when given, reloaded likewise.
+// when empty), read once at start, and a client certificate for mTLS when
+// given, reloaded as the listener's is. A rotated upstream CA takes a
+// restart: verifying against a reloaded pool would mean doing Go's
+// hostname check by hand, which is not worth the risk for a file that
+// changes once a year.
 func ClientTLS(f TLSFiles, serverName string, insecure bool, logger *slog.Logger) (*tls.Config, error) {
 	cf, err := newCertFiles(f, logger)
 	if err != nil {
