@@ -172,6 +172,7 @@ func TestSniffListenerOutlivesEMFILE(t *testing.T) {
 			return
 		}
 		// What net/http's Server.Serve does with an accept error.
+		//lint:ignore SA1019 net/http's Serve still decides by Temporary, and this mirrors it
 		if ne, ok := err.(net.Error); !ok || !ne.Temporary() {
 			t.Fatalf("Accept: %v, which ends net/http's Serve", err)
 		}
