@@ -203,7 +203,8 @@ func refusedEvent(ns string, pod *metav1.ObjectMeta, reason, instance string, no
 	}
 	note += ": " + reason
 	if len(note) > noteLimit {
-		note = note[:noteLimit-3] + "..."
+		// Cut on a rune boundary: a reason can quote a pod's own strings.
+		note = strings.ToValidUTF8(note[:noteLimit-3], "") + "..."
 	}
 	return eventsv1.Event{
 		TypeMeta:            metav1.TypeMeta{APIVersion: "events.k8s.io/v1", Kind: "Event"},

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/VictoriaMetrics/metrics"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,6 +34,8 @@ func TestRefusedEvent(t *testing.T) {
 			"no ports", "ReplicaSet/web-6d8b9", "web-6d8b9.", "inferwatch sidecar not injected into pod web-6d8b9-*: no ports"},
 		{"generated, no owner", metav1.ObjectMeta{GenerateName: "job-"}, "x", "Pod/", "job.", "inferwatch sidecar not injected into pod job-*: x"},
 		{"long reason", metav1.ObjectMeta{Name: "p"}, strings.Repeat("r", 2000), "Pod/p", "p.", "inferwatch sidecar not injected into pod p: rrr"},
+		// Cut where a two-byte rune straddles the limit: no half rune.
+		{"long reason, cut in a rune", metav1.ObjectMeta{Name: "p"}, "rr" + strings.Repeat("é", 1000), "Pod/p", "p.", "inferwatch sidecar not injected into pod p: rré"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ev := refusedEvent("models", &tc.pod, tc.reason, "iw-0", now)
@@ -42,7 +45,7 @@ func TestRefusedEvent(t *testing.T) {
 			if want := fmt.Sprintf("%s%x", tc.genName, now.UnixNano()); ev.Name != want || ev.Namespace != "models" {
 				t.Errorf("event %q in %q, want %q in models", ev.Name, ev.Namespace, want)
 			}
-			if !strings.HasPrefix(ev.Note, tc.notePrefix) || len(ev.Note) > noteLimit {
+			if !strings.HasPrefix(ev.Note, tc.notePrefix) || len(ev.Note) > noteLimit || !utf8.ValidString(ev.Note) {
 				t.Errorf("note %.80q (%d bytes), want prefix %q and at most %d bytes", ev.Note, len(ev.Note), tc.notePrefix, noteLimit)
 			}
 			if ev.Type != "Warning" || ev.Reason != EventReason || ev.Action == "" || ev.ReportingController == "" || ev.ReportingInstance != "iw-0" || !ev.EventTime.Time.Equal(now) {

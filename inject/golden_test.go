@@ -31,8 +31,8 @@ var goldenCases = []struct {
 }{
 	{"triton", OptIn, "injected"},
 	{"triton-unlabelled", OptIn, "injected"}, // no labels map: the label op adds one
-	{"triton-dra", OptIn, "injected"},
-	{"triton-process-facts", OptIn, "injected"}, // shareProcessNamespace, the upstream by its socket's user        // the GPU through a DRA claim, which the sidecar shares
+	{"triton-dra", OptIn, "injected"},           // the GPU through a DRA claim, which the sidecar shares
+	{"triton-process-facts", OptIn, "injected"}, // shareProcessNamespace, the upstream by its socket's user
 	{"kserve-predictor", Namespace, "injected"},
 	{"kserve-raw-ebpf", OptIn, "injected"},
 	{"tfserving", OptIn, "injected"},           // the official image: its entrypoint's REST and gRPC ports

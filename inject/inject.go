@@ -219,7 +219,9 @@ func Mutate(cfg Config, mode Mode, pod *corev1.Pod) Outcome {
 	if ann[AnnStatus] != "" {
 		return Outcome{Action: "ignored", Reason: "already processed: " + ann[AnnStatus]}
 	}
-	for _, c := range pod.Spec.Containers {
+	// Init containers too: names are unique across both lists, and the
+	// apiserver would refuse the pod with a second one.
+	for _, c := range slices.Concat(pod.Spec.Containers, pod.Spec.InitContainers) {
 		if c.Name == ContainerName {
 			return Outcome{Action: "ignored", Reason: "already has a container named " + ContainerName}
 		}

@@ -188,6 +188,18 @@ func TestNativeSidecarPorts(t *testing.T) {
 	}
 }
 
+// TestInitContainerNamedLikeTheSidecar: container names are unique across
+// containers and init containers; a pod with an init container named as
+// the sidecar is left alone rather than given a second one, which the
+// apiserver would refuse.
+func TestInitContainerNamedLikeTheSidecar(t *testing.T) {
+	pod := tritonPod(t)
+	pod.Spec.InitContainers = append(pod.Spec.InitContainers, corev1.Container{Name: ContainerName, Image: "fetch-model"})
+	if out := Mutate(DefaultConfig(), OptIn, pod); out.Action != "ignored" || !strings.Contains(out.Reason, ContainerName) {
+		t.Errorf("action %q reason %q, want ignored naming %s", out.Action, out.Reason, ContainerName)
+	}
+}
+
 // TestServerNewPortTaken: the port the server moves to (port + 10000) must
 // be free in the pod's network; a container other than the server already
 // declaring it would leave the server, or that container, unable to bind.
