@@ -30,7 +30,7 @@ var goldenCases = []struct {
 	action string
 }{
 	{"triton", OptIn, "injected"},
-	{"triton-unlabelled", OptIn, "injected"}, // no labels map: the label op adds one
+	{"triton-unlabelled", OptIn, "injected"},    // no labels map: the label op adds one
 	{"triton-dra", OptIn, "injected"},           // the GPU through a DRA claim, which the sidecar shares
 	{"triton-process-facts", OptIn, "injected"}, // shareProcessNamespace, the upstream by its socket's user
 	{"kserve-predictor", Namespace, "injected"},
