@@ -488,3 +488,31 @@ func TestSchemaRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestFreeTextValuesQuoted: values passed on as the injector's flags reach
+// it whole, whatever they hold: unquoted, "otel: 4317" rendered as a map
+// and " #c" was cut off as a comment.
+func TestFreeTextValuesQuoted(t *testing.T) {
+	out, err := helm(t, "template", "iw", chart, "--set", "sidecar.otlpEndpoint=otel: 4317", "--set", "sidecar.extraArgs={--a=b #c}")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var args []string
+	for _, doc := range strings.Split(out, "\n---") {
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+			t.Fatalf("rendered YAML does not parse: %v\n%s", err, doc)
+		}
+		raw, _ := json.Marshal(m)
+		var dep appsv1.Deployment
+		if err := json.Unmarshal(raw, &dep); err != nil || dep.Kind != "Deployment" || strings.HasSuffix(dep.Name, "-baseline") {
+			continue
+		}
+		args = dep.Spec.Template.Spec.Containers[0].Args
+	}
+	for _, want := range []string{"--otlp-endpoint=otel: 4317", "--sidecar-args=--a=b #c"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("injector args lack %q: %q", want, args)
+		}
+	}
+}
