@@ -136,6 +136,11 @@ func parseTraceparent(s string) (tid [16]byte, sid [8]byte, flags byte, ok bool)
 	if !ok2 || tid == ([16]byte{}) || sid == ([8]byte{}) {
 		return tid, sid, 0, false
 	}
+	if ver != 0 {
+		// A later version's other flag bits may mean something else:
+		// W3C Trace Context says to read only the sampled bit from it.
+		f &= 0x01
+	}
 	return tid, sid, f, true
 }
 

@@ -108,6 +108,11 @@ func TestStartPropagation(t *testing.T) {
 		{"W3C future version with more fields", http.Header{"Traceparent": {"cc-" + tid + "-" + sid + "-01-what-ever"}},
 			fakeSampler{},
 			want{traceID: tid, parentSpan: sid, parent: sampling.Parent{Present: true, Sampled: true}, flags: "01", sampled: true}},
+		// W3C: of a later version's flags only the sampled bit is read; its
+		// other bits may not mean "random" there.
+		{"W3C future version: the sampled bit only", http.Header{"Traceparent": {"cc-" + tid + "-" + sid + "-03-what-ever"}},
+			fakeSampler{},
+			want{traceID: tid, parentSpan: sid, parent: sampling.Parent{Present: true, Sampled: true}, flags: "01", sampled: true}},
 		{"malformed: upper-case hex", http.Header{"Traceparent": {"00-" + strings.ToUpper(tid) + "-" + sid + "-01"}, "Tracestate": {"x=y"}},
 			fakeSampler{head: true, prob: 1},
 			want{flags: "03", sampled: true}},
