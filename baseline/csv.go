@@ -53,10 +53,15 @@ func ReadSeries(r io.Reader) ([]Point, error) {
 		if len(rec) < 2 {
 			return nil, fmt.Errorf("csv line %d: %d fields, want timestamp,value", line, len(rec))
 		}
+		if line == 1 {
+			rec[0] = strings.TrimPrefix(rec[0], "\ufeff") // a byte-order mark, as spreadsheets save CSV
+		}
 		t, terr := ParseTime(rec[0])
 		v, verr := strconv.ParseFloat(strings.TrimSpace(rec[1]), 64)
-		if line == 1 && (terr != nil || verr != nil) {
-			continue // header
+		if line == 1 && terr != nil {
+			// A header. Not a first row whose time parses and whose value
+			// does not: that is a bad row, reported, not a row lost.
+			continue
 		}
 		if terr != nil {
 			return nil, fmt.Errorf("csv line %d: %w", line, terr)

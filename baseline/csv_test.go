@@ -22,6 +22,12 @@ func TestReadSeries(t *testing.T) {
 		{"out of order", "2026-03-02 00:01:00,1\n2026-03-02 00:00:00,2\n", 0, "not after"},
 		{"one field", "timestamp,value\n2026-03-02 00:00:00\n", 0, "fields"},
 		{"empty", "", 0, "no rows"},
+		// A spreadsheet's byte-order mark: the first row is a row, not a header.
+		{"byte-order mark, no header", "\ufeff2026-03-02 00:00:00,1\n2026-03-02 00:01:00,2\n", 2, ""},
+		{"byte-order mark and header", "\ufefftimestamp,value\n2026-03-02 00:00:00,1\n", 1, ""},
+		// A first row whose time parses is data: its bad value is reported,
+		// not taken for a header and lost.
+		{"bad value on the first row names it", "2026-03-02 00:00:00,x\n2026-03-02 00:01:00,2\n", 0, "line 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pts, err := ReadSeries(strings.NewReader(tc.in))
