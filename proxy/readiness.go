@@ -138,7 +138,7 @@ func (p Probe) check(ctx context.Context) (bool, string) {
 	case res.StatusCode == http.StatusOK:
 		return true, ""
 	case res.StatusCode == http.StatusNotFound || res.StatusCode == http.StatusMethodNotAllowed:
-		return p.torchServePing(ctx, scheme) // no KServe health route
+		return p.healthRoutes(ctx, scheme) // no KServe health route
 	}
 	return false, "KServe /v2/health/ready answered " + res.Status
 }
@@ -208,17 +208,22 @@ func (p Probe) get(ctx context.Context, scheme, path string) (*http.Response, er
 	return res, nil
 }
 
-// torchServePing asks an HTTP upstream without KServe's health route for
-// TorchServe's: GET /ping answers 200 while its workers are healthy and 500
-// when not. An upstream without that either is ready once reachable, as
+// healthRoutes asks an HTTP upstream without KServe's health route for the
+// others servers answer: GET /ping (TorchServe: 500 while its workers are
+// unhealthy; vLLM and other SageMaker-style servers: 503 while draining or
+// dead), then GET /health (vLLM's and TGI's readiness probe: 503 likewise).
+// A 5xx from either is not ready; any other answer, a 404 included, says
+// nothing, and an upstream that says nothing is ready once reachable, as
 // that is all that can be known.
-func (p Probe) torchServePing(ctx context.Context, scheme string) (bool, string) {
-	res, err := p.get(ctx, scheme, "/ping")
-	if err != nil {
-		return false, "unreachable: " + err.Error()
-	}
-	if res.StatusCode == http.StatusInternalServerError {
-		return false, "TorchServe /ping answered " + res.Status
+func (p Probe) healthRoutes(ctx context.Context, scheme string) (bool, string) {
+	for _, path := range []string{"/ping", "/health"} {
+		res, err := p.get(ctx, scheme, path)
+		if err != nil {
+			return false, "unreachable: " + err.Error()
+		}
+		if res.StatusCode >= 500 {
+			return false, path + " answered " + res.Status
+		}
 	}
 	return true, ""
 }

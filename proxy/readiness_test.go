@@ -26,7 +26,11 @@ func TestHTTPProbeAuto(t *testing.T) {
 		{"KServe ready", map[string]int{"/v2/health/ready": 200}, true, ""},
 		{"KServe not ready", map[string]int{"/v2/health/ready": 503, "/ping": 200}, false, "/v2/health/ready answered 503"},
 		{"TorchServe healthy", map[string]int{"/ping": 200}, true, ""},
-		{"TorchServe unhealthy", map[string]int{"/ping": 500}, false, "TorchServe /ping answered 500"},
+		{"TorchServe unhealthy", map[string]int{"/ping": 500}, false, "/ping answered 500"},
+		// vLLM answers /ping and /health with 503 while draining or dead.
+		{"vLLM healthy", map[string]int{"/ping": 200, "/health": 200}, true, ""},
+		{"vLLM dead", map[string]int{"/ping": 503, "/health": 503}, false, "/ping answered 503"},
+		{"TGI unhealthy", map[string]int{"/health": 503}, false, "/health answered 503"},
 		{"neither", nil, true, ""},
 	}
 	for _, tt := range tests {
