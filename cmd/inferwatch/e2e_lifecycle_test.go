@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -278,6 +279,30 @@ func TestE2EDrainOnSIGTERM(t *testing.T) {
 				refusedAt.Sub(sigAt).Round(time.Millisecond), firstDone.Sub(sigAt).Round(time.Millisecond), exit, exitAfter.Round(time.Millisecond))
 		})
 	}
+}
+
+// TestE2ESecondSignalExitsAtOnce: during a long drain (a call in flight, a
+// 30 s drain timeout) a second SIGTERM ends the process at once, as
+// whoever sends it means.
+func TestE2ESecondSignalExitsAtOnce(t *testing.T) {
+	up := startSlowUpstreams(t, 20*time.Second)
+	px := startProxy(t, "--http-listen", "127.0.0.1:0", "--http-upstream", up.httpAddr,
+		"--admin-listen", "127.0.0.1:0", "--no-triton-stats", "--drain-timeout", "30s")
+	px.waitReady(t, 5*time.Second)
+	go http.Post("http://"+px.httpAddr+"/v2/models/slow/infer", "application/json", strings.NewReader("{}"))
+	for deadline := time.Now().Add(5 * time.Second); up.arrived.Load() < 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the call never reached the upstream")
+		}
+	}
+	px.signal(syscall.SIGTERM)
+	px.waitLine(regexp.MustCompile(`signal received: draining`), 5*time.Second)
+	at := time.Now()
+	px.signal(syscall.SIGTERM)
+	if exit := px.wait(5 * time.Second); exit == 0 {
+		t.Errorf("exit code 0 after a second signal, want the signal's")
+	}
+	t.Logf("exited %v after the second SIGTERM", time.Since(at).Round(time.Millisecond))
 }
 
 // TestE2EReadinessFollowsUpstream starts the proxy in front of an address

@@ -244,7 +244,10 @@ func runProxy(args []string, logw io.Writer) error {
 	var failed error
 	select {
 	case <-ctx.Done():
-		logger.Info("signal received: draining")
+		// A second signal ends the process at once (the default action
+		// comes back), for whoever will not wait out a long drain.
+		stop()
+		logger.Info("signal received: draining; a second signal exits at once")
 	case failed = <-sc.Err():
 		logger.Error("listener failed", "err", failed)
 	}
