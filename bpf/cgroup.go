@@ -96,7 +96,11 @@ func (c *cgroupReader) sample() (d cpuStat, ok bool) {
 		}
 		ok = true
 		next[p] = s
-		if old, seen := c.prev[p]; seen && s.throttledTime >= old.throttledTime {
+		// Any counter going back means the cgroup was recreated (the
+		// upstream restarted under the same path): that sample adds
+		// nothing rather than a wrapped difference. A cgroup never
+		// throttled keeps throttledTime at 0, so it alone cannot tell.
+		if old, seen := c.prev[p]; seen && s.periods >= old.periods && s.throttled >= old.throttled && s.throttledTime >= old.throttledTime {
 			d.periods += s.periods - old.periods
 			d.throttled += s.throttled - old.throttled
 			d.throttledTime += s.throttledTime - old.throttledTime

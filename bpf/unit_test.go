@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -321,6 +322,34 @@ func TestTieredRing(t *testing.T) {
 	}
 	if plain.len() != 2 || !plain.at(0).start.Equal(at(1)) {
 		t.Errorf("plain ring holds %d from %v", plain.len(), plain.at(0).start.Sub(t0))
+	}
+}
+
+// TestCgroupReaderReset: a cpu.stat whose counters went back (the
+// upstream restarted in a cgroup of the same path, recreated) gives no
+// delta for that sample, not a wrapped one: before, a cgroup never
+// throttled passed the throttled-time check and its nr_periods wrapped to
+// ~1.8e19.
+func TestCgroupReaderReset(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "cpu.stat")
+	c := cgroupReader{paths: []string{p}}
+	for i, tc := range []struct {
+		stat string
+		want cpuStat
+	}{
+		{"nr_periods 1000\nnr_throttled 0\nthrottled_usec 0\n", cpuStat{}},
+		{"nr_periods 1100\nnr_throttled 0\nthrottled_usec 0\n", cpuStat{periods: 100}},
+		{"nr_periods 5\nnr_throttled 0\nthrottled_usec 0\n", cpuStat{}},                                 // recreated
+		{"nr_periods 15\nnr_throttled 2\nthrottled_usec 300\n", cpuStat{10, 2, 300 * time.Microsecond}}, // from the new start
+		{"nr_periods 20\nnr_throttled 1\nthrottled_usec 400\n", cpuStat{}},                              // throttled went back
+	} {
+		if err := os.WriteFile(p, []byte(tc.stat), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d, ok := c.sample()
+		if !ok || d != tc.want {
+			t.Errorf("reading %d: %+v %v, want %+v", i, d, ok, tc.want)
+		}
 	}
 }
 
