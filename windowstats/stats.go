@@ -528,7 +528,11 @@ func (s *Stats) updateEMA(x *series, w *window) {
 	x.emaS = d*x.emaS + float64(w.total.N)*w.total.Mean
 	x.emaW = d*x.emaW + float64(w.total.N)
 	x.emaAt = w.end
-	if x.emaW > 0 {
+	// An empty window decays S and W alike and leaves their ratio where it
+	// was; recomputing it would read the ratio of two sums that a long idle
+	// (about 12 hours of windows at τ = 1 minute) has decayed into
+	// subnormals, where it is rounding noise.
+	if w.total.N > 0 {
 		x.ema = x.emaS / x.emaW
 	}
 }

@@ -451,3 +451,19 @@ func TestControlCallsAreNotLatency(t *testing.T) {
 		t.Fatalf("window holds %d calls, want the one inference", v.Current.Count)
 	}
 }
+
+// A ticker that rolls every window through a long idle night decays the
+// EMA's sums one window at a time until they underflow; the level they
+// stand for must still be the last one.
+func TestEMAHeldThroughLongIdleTicks(t *testing.T) {
+	s := mustNew(t, Options{})
+	for i := range 100 {
+		s.Observe(endingAt("m", t0.Add(time.Duration(i)*10*time.Millisecond), 20*time.Millisecond))
+	}
+	for now := t0.Add(10 * time.Second); now.Before(t0.Add(14 * time.Hour)); now = now.Add(10 * time.Second) {
+		s.Roll(now)
+		if ema := only(t, s).Previous.EMA; math.Abs(ema-0.020) > 1e-12 {
+			t.Fatalf("EMA %v after %v idle, want the last level 0.020", ema, now.Sub(t0))
+		}
+	}
+}
