@@ -738,10 +738,14 @@ func periodic(ws, breach []Window) Cause {
 	baseMean := means[len(means)/2]
 	var starts []time.Time
 	var step time.Duration
-	var lastHot time.Time
+	var lastHot, first time.Time
+	censored := false
 	for _, w := range ws {
 		if w.Count == 0 {
 			continue
+		}
+		if first.IsZero() {
+			first = w.Start
 		}
 		step = time.Duration(w.Seconds * float64(time.Second))
 		if w.Mean <= 1.5*baseMean {
@@ -755,6 +759,16 @@ func periodic(ws, breach []Window) Cause {
 			starts = append(starts, w.Start)
 		}
 		lastHot = w.Start
+		if w.Start.Equal(first) {
+			censored = true
+		}
+	}
+	if censored {
+		// The history begins inside this episode (a full ring drops its
+		// oldest window, spike or not): its start is not the history's
+		// first window, and counting it so would make the first interval
+		// short and the spikes look aperiodic.
+		starts = starts[1:]
 	}
 	if len(starts) < 3 {
 		return Cause{}

@@ -266,3 +266,28 @@ func TestDiagnoseErrors(t *testing.T) {
 		t.Fatalf("err = %v, want ErrNoWindows", err)
 	}
 }
+
+// TestPeriodicHistoryStartsMidSpike: once the history's ring is full its
+// oldest window is as likely inside a spike as not; that episode's start is
+// not in the history, and reading the oldest window as its start made the
+// first interval short and the spikes "not periodic".
+func TestPeriodicHistoryStartsMidSpike(t *testing.T) {
+	var ws []Window
+	// a 40 s spike every 3 min (18 windows); the history starts 20 s into
+	// one, and the breach is the fourth whole spike
+	for i := 20; i < 4*18+4; i++ {
+		w := healthy(i)
+		if i%18 < 4 {
+			slower(&w, 0.040, "upstream", "compute")
+		}
+		ws = append(ws, w)
+	}
+	from := t0.Add(4 * 18 * win)
+	r, err := Diagnose(Request{Model: "mlp", From: from, Windows: ws}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if top := r.Top(); top.Name != CausePeriodic || top.Period != 3*time.Minute {
+		t.Fatalf("top = %s period %v, want periodic every 3m; causes %+v", top.Name, top.Period, r.Causes)
+	}
+}
