@@ -615,11 +615,17 @@ func leak(ws []Window, limit float64) Cause {
 		Summary: fmt.Sprintf("model server memory grows %s/min (now %s)", bytesText(l.Slope*60), bytesText(l.Current)),
 		Evidence: map[string]float64{"slope_bytes_per_s": l.Slope, "rss_bytes": l.Current,
 			"concordance": l.Concordance, "samples": float64(len(s))}}
-	if l.Limit > 0 && l.TimeToLimit > 0 {
+	// TimeToLimit is 0 when the RSS is already at the limit: the most
+	// urgent case, not one without a limit.
+	if l.Limit > 0 && !l.Exhaustion.IsZero() {
 		c.Exhaustion = l.Exhaustion
 		c.Evidence["limit_bytes"] = l.Limit
 		c.Evidence["time_to_limit_s"] = l.TimeToLimit.Seconds()
-		c.Summary += fmt.Sprintf(", limit %s reached in %s", bytesText(l.Limit), l.TimeToLimit.Round(time.Second))
+		if l.TimeToLimit > 0 {
+			c.Summary += fmt.Sprintf(", limit %s reached in %s", bytesText(l.Limit), l.TimeToLimit.Round(time.Second))
+		} else {
+			c.Summary += fmt.Sprintf(", at its limit %s", bytesText(l.Limit))
+		}
 		if l.TimeToLimit < time.Hour {
 			c.Score = 0.9
 		}

@@ -291,3 +291,25 @@ func TestPeriodicHistoryStartsMidSpike(t *testing.T) {
 		t.Fatalf("top = %s period %v, want periodic every 3m; causes %+v", top.Name, top.Period, r.Causes)
 	}
 }
+
+// TestLeakPastItsLimit: a leak whose projected RSS is already at or over the
+// limit (host.upstream_memory_limit set below what the server holds, or the
+// fitted line a little past a cgroup's limit) is the most urgent there is;
+// it scored 0.7 and its summary left the limit out, below a leak an hour
+// from it.
+func TestLeakPastItsLimit(t *testing.T) {
+	var ws []Window
+	for i := range 33 {
+		w := healthy(i)
+		w.RSS = float64(500<<20) + float64(i)*float64(20<<20) // 2 MiB/s, 1.1 GiB at the end
+		ws = append(ws, w)
+	}
+	r, err := Diagnose(Request{Model: "mlp", From: ws[30].Start, Windows: ws, MemoryLimit: 1 << 30}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := r.Top()
+	if top.Name != CauseMemoryLeak || top.Score != 0.9 || top.Exhaustion.IsZero() || !strings.Contains(top.Summary, "limit") {
+		t.Fatalf("top = %+v, want memory_leak 0.9 with the limit reached", top)
+	}
+}
