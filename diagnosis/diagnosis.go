@@ -256,6 +256,13 @@ func Diagnose(req Request, o Options) (Report, error) {
 	case len(cs) == 0 && !latency:
 		r.Summary = "no anomaly"
 	case len(cs) > 0 && cs[0].Name == CauseLoadExpected && !hasIncident(cs):
+		// Load explains the latency, not an OOM kill or a leak: those are
+		// incidents on their own, as they are when latency did not move.
+		if i := slices.IndexFunc(cs, func(c Cause) bool { return c.Name == CauseOOMKill || c.Name == CauseMemoryLeak }); i >= 0 {
+			r.Anomaly = true
+			r.Summary = cs[i].Summary
+			break
+		}
 		r.Summary = "no anomaly: " + cs[0].Summary
 	case len(cs) == 0:
 		r.Anomaly = true

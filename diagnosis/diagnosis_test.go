@@ -313,3 +313,31 @@ func TestLeakPastItsLimit(t *testing.T) {
 		t.Fatalf("top = %+v, want memory_leak 0.9 with the limit reached", top)
 	}
 }
+
+// TestLoadDoesNotHideLeak: load that explains the added latency is not an
+// anomaly, but a memory leak is one on its own, as it is at steady load; it
+// read "no anomaly: load ..." because the leak scored under the load.
+func TestLoadDoesNotHideLeak(t *testing.T) {
+	var ws []Window
+	for i := range 33 {
+		w := healthy(i)
+		w.RSS = float64(500<<20) + float64(i)*float64(20<<20) // 2 MiB/s, no limit known
+		q := 80 + float64(i%5)*10
+		if i >= 30 {
+			q = 200
+		}
+		d := 0.0001 * (q - 100) // on the baseline's slope
+		w.QPS, w.Count = q, int64(q*10)
+		w.Mean += d
+		w.Stages["queue"] += d
+		w.Phases["upstream"] += d
+		ws = append(ws, w)
+	}
+	r, err := Diagnose(Request{Model: "mlp", From: ws[30].Start, Windows: ws}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Anomaly || !strings.Contains(r.Summary, "memory grows") {
+		t.Fatalf("anomaly %v, summary %q; want the leak; causes %+v", r.Anomaly, r.Summary, r.Causes)
+	}
+}
