@@ -341,3 +341,28 @@ func TestLoadDoesNotHideLeak(t *testing.T) {
 		t.Fatalf("anomaly %v, summary %q; want the leak; causes %+v", r.Anomaly, r.Summary, r.Causes)
 	}
 }
+
+// TestWriteTextControlCharacters: the report's strings come from the admin
+// API and, for the prose, an LLM; an escape sequence or a line break in one
+// must not reach the terminal as such: single-line fields are quoted, the
+// prose keeps its line breaks and loses every other control character.
+func TestWriteTextControlCharacters(t *testing.T) {
+	r := Report{Model: "m\x1b[2J", Alert: "A\nB", Summary: "verdict\rforged",
+		Causes: []Cause{{Name: CauseServerStage, Score: 0.9, Summary: "stage \"infer\"\x07"}},
+		Prose:  "first line\nsecond\x1b]0;pwned\x07 line"}
+	var b strings.Builder
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, bad := range []string{"\x1b", "\x07", "\r", "A\nB"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("report holds %q:\n%q", bad, out)
+		}
+	}
+	for _, want := range []string{`"m\x1b[2J"`, `"A\nB"`, `"verdict\rforged"`, "first line\nsecond]0;pwned line"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+}
