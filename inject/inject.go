@@ -204,6 +204,8 @@ type route struct {
 	listen   int32  // where the sidecar listens (the port clients use)
 	upstream int32  // where the server listens afterwards
 	name     string // container port name the sidecar's port carries
+	hostPort int32  // the server port's hostPort, which goes with the port to the sidecar
+	hostIP   string
 }
 
 // Mutate decides for one pod and returns the patch.
@@ -639,6 +641,11 @@ func movePort(c *corev1.Container, r *route) error {
 			name = c.Ports[i].Name
 			c.Ports[i].ContainerPort = r.upstream
 			c.Ports[i].Name = ""
+			// A hostPort maps the node's port to this port number, which
+			// the sidecar now owns: left on the server's moved port, the
+			// node's traffic would reach the server unmeasured.
+			r.hostPort, r.hostIP = c.Ports[i].HostPort, c.Ports[i].HostIP
+			c.Ports[i].HostPort, c.Ports[i].HostIP = 0, ""
 		}
 	}
 	if name == "" {
@@ -838,7 +845,7 @@ func sidecar(image string, cfg Config, routes []route, extra []string, res corev
 		args = append(args,
 			fmt.Sprintf("--%s-listen=:%d", r.proto, r.listen),
 			fmt.Sprintf("--%s-upstream=127.0.0.1:%d", r.proto, r.upstream))
-		ports = append(ports, corev1.ContainerPort{Name: r.name, ContainerPort: r.listen, Protocol: corev1.ProtocolTCP})
+		ports = append(ports, corev1.ContainerPort{Name: r.name, ContainerPort: r.listen, HostPort: r.hostPort, HostIP: r.hostIP, Protocol: corev1.ProtocolTCP})
 	}
 	ports = append(ports, corev1.ContainerPort{Name: AdminPortName, ContainerPort: AdminPort, Protocol: corev1.ProtocolTCP})
 	if !ebpf {

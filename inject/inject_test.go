@@ -290,3 +290,49 @@ func TestPodLevelRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestHostPortFollowsThePort: a hostPort maps the node's port to the port
+// number clients use, which the sidecar takes over; it goes with the port
+// to the sidecar, not with the server to its moved port, where the node's
+// traffic would reach the server unmeasured.
+func TestHostPortFollowsThePort(t *testing.T) {
+	pod := tritonPod(t)
+	srv := &pod.Spec.Containers[0]
+	for i := range srv.Ports {
+		if srv.Ports[i].ContainerPort == 8000 {
+			srv.Ports[i].HostPort, srv.Ports[i].HostIP = 30080, "10.0.0.5"
+		}
+	}
+	out := Mutate(DefaultConfig(), OptIn, pod)
+	if out.Action != "injected" {
+		t.Fatalf("action %q: %s", out.Action, out.Reason)
+	}
+	var server, side *corev1.Container
+	for _, op := range out.Patch {
+		switch c := op.Value.(type) {
+		case corev1.Container: // the added sidecar
+			side = &c
+		case *corev1.Container: // the server, replaced
+			server = c
+		}
+	}
+	if server == nil || side == nil {
+		t.Fatalf("patch lacks the server or the sidecar: %+v", out.Patch)
+	}
+	for _, p := range server.Ports {
+		if p.HostPort != 0 || p.HostIP != "" {
+			t.Errorf("server port %d keeps hostPort %d %q", p.ContainerPort, p.HostPort, p.HostIP)
+		}
+	}
+	found := false
+	for _, p := range side.Ports {
+		if p.ContainerPort == 8000 {
+			found = p.HostPort == 30080 && p.HostIP == "10.0.0.5"
+		} else if p.HostPort != 0 {
+			t.Errorf("sidecar port %d has hostPort %d", p.ContainerPort, p.HostPort)
+		}
+	}
+	if !found {
+		t.Errorf("sidecar ports %+v: want 8000 with hostPort 30080 on 10.0.0.5", side.Ports)
+	}
+}
