@@ -64,13 +64,10 @@ func decodeHTTP(r Route, h http.Header, body []byte, truncated bool, c *record.C
 		return nil
 	}
 	var err error
-	switch {
-	case !r.Infer:
-		if response { // a model status answer
-			err = decodeStatus(h, body, truncated, c, scan)
-		}
-	default:
+	if r.Infer {
 		err = decodeInfer(r, h, body, truncated, c, response, scan)
+	} else if response { // a model status answer; its request has no body
+		err = decodeStatus(h, body, truncated, c, scan)
 	}
 	if err != nil {
 		c.DecodeFail = true

@@ -93,22 +93,13 @@ func (s *Server) Serve() error {
 			}
 		}()
 	}
-	all := make(chan struct{})
+	// The first error, at once; nil (the channel closed) once every
+	// listener was shut down cleanly.
 	go func() {
 		wg.Wait()
-		close(all)
+		close(errc)
 	}()
-	select {
-	case err := <-errc:
-		return err
-	case <-all:
-		select {
-		case err := <-errc:
-			return err
-		default:
-			return nil
-		}
-	}
+	return <-errc
 }
 
 // Client connection limits, the same on both data planes.
