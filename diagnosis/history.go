@@ -3,7 +3,6 @@ package diagnosis
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"slices"
@@ -103,7 +102,7 @@ func (h *History) Save(path string) error {
 	if err != nil {
 		return fmt.Errorf("diagnosis: history: encode: %w", err)
 	}
-	if err := statefile.Write(path, func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
+	if err := statefile.Write(path, b); err != nil {
 		return fmt.Errorf("diagnosis: history: save %s: %w", path, err)
 	}
 	return nil

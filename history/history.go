@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -329,7 +328,7 @@ func (h *Seasonal) Save() error {
 	if err != nil {
 		return fmt.Errorf("history: save: %w", err)
 	}
-	if err := statefile.Write(h.o.Path, func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
+	if err := statefile.Write(h.o.Path, b); err != nil {
 		return fmt.Errorf("history: save %s: %w", h.o.Path, err)
 	}
 	return nil

@@ -8,26 +8,20 @@
 package statefile
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 )
 
-// Write replaces path with what write writes: into a temporary file beside
-// it, synced to disk, then renamed over it, and the folder synced so the
+// Write replaces path with b: written to a temporary file beside it,
+// synced to disk, then renamed over it, and the folder synced so the
 // rename survives a power cut too.
-func Write(path string, write func(io.Writer) error) error {
+func Write(path string, b []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriter(tmp)
-	err = write(w)
-	if err == nil {
-		err = w.Flush()
-	}
+	_, err = tmp.Write(b)
 	if err == nil {
 		// Without it, a filesystem may commit the rename before the data
 		// (XFS, ext4 without auto_da_alloc) and leave an empty file.

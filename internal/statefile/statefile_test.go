@@ -1,40 +1,45 @@
 package statefile
 
 import (
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
 )
 
-// TestWrite: the file is replaced whole; a write that fails leaves the old
-// file as it was, and no temporary file behind.
+// TestWrite: the file is replaced whole; a write that fails (here its
+// rename, over a folder in the way) leaves what was there as it was, and no
+// temporary file behind.
 func TestWrite(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "state.json")
-	if err := Write(path, func(w io.Writer) error { _, err := io.WriteString(w, "first"); return err }); err != nil {
+	if err := Write(path, []byte("first")); err != nil {
 		t.Fatal(err)
 	}
-	boom := errors.New("boom")
-	if err := Write(path, func(w io.Writer) error { io.WriteString(w, "half"); return boom }); !errors.Is(err, boom) {
-		t.Fatalf("failed write: %v, want boom", err)
+	blocked := filepath.Join(dir, "blocked")
+	if err := os.MkdirAll(filepath.Join(blocked, "inside"), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	if err := Write(filepath.Join(dir, "missing", "state.json"), func(io.Writer) error { return nil }); err == nil {
+	if err := Write(blocked, []byte("half")); err == nil {
+		t.Fatal("a write over a non-empty folder succeeded")
+	}
+	if fi, err := os.Stat(filepath.Join(blocked, "inside")); err != nil || !fi.IsDir() {
+		t.Fatalf("after a failed write the folder in the way changed: %v", err)
+	}
+	if err := Write(filepath.Join(dir, "missing", "state.json"), nil); err == nil {
 		t.Fatal("a write into a missing folder succeeded")
 	}
 	if b, err := os.ReadFile(path); err != nil || string(b) != "first" {
-		t.Fatalf("after a failed write: %q, %v; want the first", b, err)
+		t.Fatalf("after failed writes: %q, %v; want the first", b, err)
 	}
-	if err := Write(path, func(w io.Writer) error { _, err := io.WriteString(w, "second"); return err }); err != nil {
+	if err := Write(path, []byte("second")); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "second" {
 		t.Fatalf("after a second write: %q", b)
 	}
 	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Fatalf("%d files in the folder, want only the state file: %v", len(entries), entries)
+	if len(entries) != 2 {
+		t.Fatalf("%d entries in the folder, want the state file and the folder in the way: %v", len(entries), entries)
 	}
 }
 
