@@ -247,11 +247,7 @@ func callAttributes(c *record.Call, host *record.HostFacts, tail string) []attri
 			a = append(a, attribute.Int("http.response.status_code", n))
 		}
 	}
-	if c.Failed() {
-		et := c.Code
-		if c.ErrorKind != record.ErrNone {
-			et = string(c.ErrorKind)
-		}
+	if et, ok := serverError(c); ok {
 		a = append(a, attribute.String("error.type", et))
 	}
 	a = append(a,
@@ -382,7 +378,7 @@ func buildSpans(c *record.Call, host *record.HostFacts, tail, upstreamAddr strin
 	at := func(d time.Duration) time.Time { return c.Start.Add(d) }
 	end := max(c.End, 0)
 	status, desc := codes.Unset, ""
-	if c.Failed() {
+	if _, ok := serverError(c); ok {
 		status, desc = codes.Error, c.Code
 		if c.ErrorKind != record.ErrNone {
 			desc = string(c.ErrorKind) + " " + c.Code
@@ -428,10 +424,14 @@ func buildSpans(c *record.Call, host *record.HostFacts, tail, upstreamAddr strin
 			phaseFrom = c.FirstByte - d
 			attrs = append(attrs, attribute.Float64(attrUpstreamPhase, ms(d)))
 		}
+		et, failed := upstreamError(c)
+		if failed {
+			attrs = append(attrs, attribute.String("error.type", et))
+		}
 		upIdx := len(cs.spans)
 		child(record.PhaseUpstream, c.UpstreamSpanID, trace.SpanKindClient, c.UpstreamStart, up, attrs...)
-		if c.ErrorKind == record.ErrUpstreamUnavailable || c.ErrorKind == record.ErrTimeout {
-			cs.spans[upIdx].status, cs.spans[upIdx].desc = codes.Error, string(c.ErrorKind)
+		if failed {
+			cs.spans[upIdx].status, cs.spans[upIdx].desc = codes.Error, et
 		}
 		cs.addStages(c, phaseFrom, up, end)
 	}
@@ -599,3 +599,45 @@ func (r readOnly) DroppedAttributes() int                          { return 0 }
 func (r readOnly) DroppedLinks() int                               { return 0 }
 func (r readOnly) DroppedEvents() int                              { return 0 }
 func (r readOnly) ChildSpanCount() int                             { return 0 }
+
+// serverError says whether the call span, a server span, is in error, and
+// its error.type, by OpenTelemetry's conventions: a gRPC server is in error
+// for UNKNOWN, DEADLINE_EXCEEDED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE and
+// DATA_LOSS, an HTTP server for 5xx; a client's mistake (NOT_FOUND, 400),
+// its cancel, or the sidecar's size limit is not the server failing, and
+// marking those red would count them in a backend's server error rate.
+// (record.Call.Failed, wider, still decides tail sampling and /traces.)
+func serverError(c *record.Call) (string, bool) {
+	if c.ErrorKind == record.ErrUpstreamUnavailable || c.ErrorKind == record.ErrTimeout {
+		return string(c.ErrorKind), true
+	}
+	if c.Protocol == record.ProtocolGRPC {
+		switch c.Code {
+		case "UNKNOWN", "DEADLINE_EXCEEDED", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS":
+			return c.Code, true
+		}
+		return "", false
+	}
+	if len(c.Code) == 3 && c.Code[0] == '5' {
+		return c.Code, true
+	}
+	return "", false
+}
+
+// upstreamError is serverError for the upstream span, the sidecar's client
+// call: in error for whatever failure the upstream answered (any gRPC code
+// but OK, HTTP 4xx and 5xx) or the exchange itself failing; not when the
+// code is the client's cancel or the sidecar's own limit.
+func upstreamError(c *record.Call) (string, bool) {
+	switch c.ErrorKind {
+	case record.ErrUpstreamUnavailable, record.ErrTimeout:
+		return string(c.ErrorKind), true
+	case record.ErrNone, record.ErrDecode:
+	default:
+		return "", false
+	}
+	if c.Protocol == record.ProtocolGRPC {
+		return c.Code, c.Code != "" && c.Code != "OK"
+	}
+	return c.Code, len(c.Code) == 3 && c.Code[0] >= '4'
+}

@@ -438,3 +438,66 @@ func TestRenderQuotesControlCharacters(t *testing.T) {
 		t.Errorf("%d lines, want the head and one span:\n%s", lines, out)
 	}
 }
+
+// TestSpanStatusFollowsSemconv: the call span is the server's, so it is in
+// error for the gRPC codes and HTTP statuses OpenTelemetry's conventions name
+// server errors, not for a client's mistake or its cancel; the upstream span
+// is the sidecar's client call, in error for any failure the upstream answered.
+func TestSpanStatusFollowsSemconv(t *testing.T) {
+	answered := func(proto, code string, kind record.ErrorKind) *record.Call {
+		c := seedCall()
+		if proto == record.ProtocolHTTP {
+			c = slowHTTPCall()
+		}
+		c.Code, c.ErrorKind = code, kind
+		return c
+	}
+	refused := failedCall() // no response: UNAVAILABLE, upstream_unavailable
+	cancelled := failedCall()
+	cancelled.Code, cancelled.ErrorKind = "CANCELLED", record.ErrClientCancel
+	for _, tc := range []struct {
+		name               string
+		c                  *record.Call
+		server, upstream   bool   // in error
+		serverType, upType string // error.type ("" none)
+	}{
+		{"grpc OK", answered(record.ProtocolGRPC, "OK", record.ErrNone), false, false, "", ""},
+		{"grpc NOT_FOUND", answered(record.ProtocolGRPC, "NOT_FOUND", record.ErrNone), false, true, "", "NOT_FOUND"},
+		{"grpc INVALID_ARGUMENT", answered(record.ProtocolGRPC, "INVALID_ARGUMENT", record.ErrNone), false, true, "", "INVALID_ARGUMENT"},
+		{"grpc INTERNAL", answered(record.ProtocolGRPC, "INTERNAL", record.ErrNone), true, true, "INTERNAL", "INTERNAL"},
+		{"grpc UNKNOWN", answered(record.ProtocolGRPC, "UNKNOWN", record.ErrNone), true, true, "UNKNOWN", "UNKNOWN"},
+		{"grpc DEADLINE_EXCEEDED timeout", answered(record.ProtocolGRPC, "DEADLINE_EXCEEDED", record.ErrTimeout), true, true, "timeout", "timeout"},
+		{"grpc RESOURCE_EXHAUSTED too large", answered(record.ProtocolGRPC, "RESOURCE_EXHAUSTED", record.ErrTooLarge), false, false, "", ""},
+		{"grpc decode failure OK", answered(record.ProtocolGRPC, "OK", record.ErrDecode), false, false, "", ""},
+		{"refused", refused, true, true, "upstream_unavailable", "upstream_unavailable"},
+		{"client cancel", cancelled, false, false, "", ""},
+		{"http 200", answered(record.ProtocolHTTP, "200", record.ErrNone), false, false, "", ""},
+		{"http 404", answered(record.ProtocolHTTP, "404", record.ErrNone), false, true, "", "404"},
+		{"http 503", answered(record.ProtocolHTTP, "503", record.ErrNone), true, true, "503", "503"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs := buildSpans(tc.c, nil, "", "10.0.0.7:8001")
+			var up *spanData
+			for i := range cs.spans {
+				if cs.spans[i].id == tc.c.UpstreamSpanID {
+					up = &cs.spans[i]
+				}
+			}
+			if up == nil {
+				t.Fatal("no upstream span")
+			}
+			for _, s := range []struct {
+				span  *spanData
+				err   bool
+				etype string
+			}{{&cs.spans[0], tc.server, tc.serverType}, {up, tc.upstream, tc.upType}} {
+				if got := s.span.status == codes.Error; got != s.err {
+					t.Errorf("%s span: in error %v (%q), want %v", s.span.name, got, s.span.desc, s.err)
+				}
+				if got := attrMap(s.span.attrs)["error.type"].AsString(); got != s.etype {
+					t.Errorf("%s span: error.type %q, want %q", s.span.name, got, s.etype)
+				}
+			}
+		})
+	}
+}
