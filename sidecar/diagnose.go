@@ -139,6 +139,14 @@ func (s *Sidecar) Diagnose(q DiagnoseQuery) (diagnosis.Report, error) {
 		if req.To, err = parseWhen(q.To, now, time.Time{}); err != nil {
 			return diagnosis.Report{}, fmt.Errorf("to: %w", err)
 		}
+		// Said as a request error, not "no windows in the range" (404),
+		// which reads as if the sidecar had lost its history.
+		if req.From.After(now) {
+			return diagnosis.Report{}, fmt.Errorf("from: %s is in the future", req.From.Format(time.RFC3339))
+		}
+		if !req.To.IsZero() && !req.To.After(req.From) {
+			return diagnosis.Report{}, fmt.Errorf("to: %s is not after from %s", req.To.Format(time.RFC3339), req.From.Format(time.RFC3339))
+		}
 		req.Model = q.Model
 	}
 	req.MemoryLimit = s.memoryLimit()
@@ -206,9 +214,11 @@ func parseWhen(v string, now, def time.Time) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339, v); err == nil {
 		return t, nil
 	}
+	// "5m" and "-5m" both mean five minutes ago; a sign inside ("--5m") or a
+	// "+" would otherwise read as ahead of now, or as ago when meant ahead.
 	d, err := time.ParseDuration(strings.TrimPrefix(v, "-"))
-	if err != nil {
-		return time.Time{}, fmt.Errorf("%q is neither RFC 3339 nor a duration ago", v)
+	if err != nil || strings.HasPrefix(v, "+") || strings.HasPrefix(v, "--") || d < 0 {
+		return time.Time{}, fmt.Errorf("%q is neither RFC 3339 nor a duration ago (5m)", v)
 	}
 	return now.Add(-d), nil
 }

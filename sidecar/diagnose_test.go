@@ -57,6 +57,12 @@ func TestDebugDiagnose(t *testing.T) {
 		{name: "unknown model", query: "?model=nope", code: 404, wantText: "no windows"},
 		{name: "unknown alert", query: "?alert=P99OverBaseline", code: 404, wantText: "no alert"},
 		{name: "bad time", query: "?from=yesterday", code: 400, wantText: "neither RFC 3339"},
+		// A signed duration is not "that long ago": +5m read as 5 minutes
+		// ago, --5m as 5 minutes ahead.
+		{name: "plus duration", query: "?from=%2B5m", code: 400, wantText: "a duration ago"},
+		{name: "negative duration", query: "?from=--5m", code: 400, wantText: "a duration ago"},
+		{name: "future from", query: "?from=" + now.Add(time.Hour).UTC().Format(time.RFC3339), code: 400, wantText: "in the future"},
+		{name: "to before from", query: "?from=40s&to=" + now.Add(-time.Hour).UTC().Format(time.RFC3339), code: 400, wantText: "not after from"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
