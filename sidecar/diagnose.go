@@ -61,8 +61,16 @@ func (s *Sidecar) saveDiagnosisHistory() {
 }
 
 // recordWindows adds the closed windows the history lacks.
-func (s *Sidecar) recordWindows() {
+func (s *Sidecar) recordWindows() { s.recordWindowsAt(time.Now()) }
+
+// recordWindowsAt is recordWindows with the RSS read at now. The reading
+// goes on the windows that closed since the last tick (ended at most two
+// windows before now: a tick's phase and the close's grace lag it by up to
+// one); windows caught up on later ended before it was taken, and the same
+// reading stamped on them would flatten the leak trend it is kept for.
+func (s *Sidecar) recordWindowsAt(now time.Time) {
 	views := s.engine.Stats()
+	recent := now.Add(-2 * s.engine.Window())
 	var rss float64
 	sampled := false
 	for _, v := range views {
@@ -71,10 +79,14 @@ func (s *Sidecar) recordWindows() {
 			if !w.Start.After(last) || w.Count == 0 {
 				continue
 			}
-			if !sampled {
-				rss, sampled = s.upstreamRSS(), true
+			r := 0.0 // absent
+			if !w.End().Before(recent) {
+				if !sampled {
+					rss, sampled = s.upstreamRSS(), true
+				}
+				r = rss
 			}
-			s.hist.Add(v.Model, diagnosis.FromView(w, v.Version, s.snapshotHost(v.Model, v.Version, w.Start, w.End()), rss))
+			s.hist.Add(v.Model, diagnosis.FromView(w, v.Version, s.snapshotHost(v.Model, v.Version, w.Start, w.End()), r))
 		}
 	}
 }

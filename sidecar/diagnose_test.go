@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/inferwatch/inferwatch/alerting"
 	"github.com/inferwatch/inferwatch/diagnosis"
+	"github.com/inferwatch/inferwatch/record"
 	"github.com/inferwatch/inferwatch/windowstats"
 )
 
@@ -159,5 +161,35 @@ func TestRankSeverity(t *testing.T) {
 				t.Fatalf("rank %v <= %v", ra, rb)
 			}
 		})
+	}
+}
+
+// TestRecordWindowsStampsRSSOnRecentWindowsOnly: the RSS read now belongs to
+// the window that just closed; windows caught up on later (after a stall,
+// or a diagnose call between ticks) ended before it was read, and stamping
+// it on them would flatten the leak trend the RSS is kept for.
+func TestRecordWindowsStampsRSSOnRecentWindowsOnly(t *testing.T) {
+	eng, err := alerting.NewEngine(alerting.Options{Stats: windowstats.Options{Window: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Truncate(time.Second)
+	for i := 6; i >= 1; i-- { // one call in each of the six windows before now
+		start := now.Add(-time.Duration(i)*time.Second + 100*time.Millisecond)
+		eng.Observe(&record.Call{Start: start, End: 10 * time.Millisecond, Model: "mlp", Version: "1", Code: "200", Protocol: record.ProtocolHTTP})
+	}
+	eng.Tick(t.Context(), now)
+	s := &Sidecar{engine: eng, hist: diagnosis.NewHistory(0, 0)}
+	s.cfg.Host.UpstreamPIDs = []int{os.Getpid()}
+	s.recordWindowsAt(now)
+	ws := s.hist.Windows("mlp")
+	if len(ws) != 6 {
+		t.Fatalf("%d windows recorded, want 6", len(ws))
+	}
+	for _, w := range ws {
+		recent := now.Sub(w.End()) <= 2*time.Second
+		if (w.RSS > 0) != recent {
+			t.Errorf("window ending %v before now: RSS %v", now.Sub(w.End()), w.RSS)
+		}
 	}
 }
