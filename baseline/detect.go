@@ -232,7 +232,7 @@ func (d *Detector) Step(p Point) Output {
 	out.Upper = math.Exp(mu + d.o.Band*s)
 
 	u := math.NaN()
-	if m.UsesLoad && p.Q > 0 {
+	if m.UsesLoad && knownLoad(p.Q) {
 		x := p.Q / m.qref
 		u = x * x
 	}

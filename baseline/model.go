@@ -87,10 +87,14 @@ type Model struct {
 	UsesLoad bool      // QPS is a regressor
 	Phi      float64   // lag-1 autocorrelation of the standardised residuals
 
-	o       FitOptions
-	coef    []float64
-	t0, t1  float64 // trend span, unix seconds
-	qref    float64 // load scale: QPS / qref is the regressor
+	o      FitOptions
+	coef   []float64
+	t0, t1 float64 // trend span, unix seconds
+	qref   float64 // load scale: QPS / qref is the regressor
+	// typical is the fitted span's mean load terms by hour of the week
+	// (Monday 00:00 UTC first), for a point whose load is unknown: taken as
+	// zero, a missing minute at peak was predicted at no traffic at all.
+	typical [168]loadTerms
 	daily   bool
 	weekly  bool
 	scaleA  float64     // residual scale: scaleA + scaleB/sqrt(QPS) (with load)
@@ -149,13 +153,15 @@ func Fit(pts []Point, o FitOptions) (*Model, error) {
 	if m.UsesLoad {
 		qs := make([]float64, 0, n)
 		for _, p := range pts {
-			if usable(p) && p.Q > 0 {
+			if usable(p) && knownLoad(p.Q) {
 				qs = append(qs, p.Q)
 			}
 		}
 		m.qref = quantile(qs, 0.99)
 		if m.qref <= 0 {
 			m.UsesLoad = false
+		} else {
+			m.fitTypical(pts)
 		}
 	}
 	m.dTab = fourierTable(86400, o.DailyOrder)
@@ -213,11 +219,67 @@ func (m *Model) row(x []float64, t, q float64) {
 		k = fourier(x, k, t+3*86400, 7*86400, m.o.WeeklyOrder, m.wTab)
 	}
 	if m.UsesLoad {
-		u := 0.0
-		if q > 0 {
-			u = q / m.qref
+		l := m.load(t, q)
+		x[k], x[k+1] = l.u, l.u2
+	}
+}
+
+// loadTerms are a point's load regressors: u = QPS/qref and u², and
+// 1/sqrt(QPS) for the residual scale.
+type loadTerms struct{ u, u2, inv float64 }
+
+// knownLoad reports whether q is a measured load.
+func knownLoad(q float64) bool { return q > 0 && !math.IsInf(q, 1) }
+
+// load returns the load terms at unix time t for load q, or the fitted
+// span's typical ones at that hour of the week when q is unknown.
+func (m *Model) load(t, q float64) loadTerms {
+	if knownLoad(q) {
+		u := q / m.qref
+		return loadTerms{u, u * u, 1 / math.Sqrt(q)}
+	}
+	return m.typical[hourOfWeek(t)]
+}
+
+// hourOfWeek is the hour of the week of unix time t, Monday 00:00 UTC = 0.
+func hourOfWeek(t float64) int {
+	// The epoch is a Thursday: three days in.
+	h := int64(math.Floor((t+3*86400)/3600)) % 168
+	if h < 0 {
+		h += 168
+	}
+	return int(h)
+}
+
+// fitTypical sets typical from the usable points with a known load; an
+// hour of the week without any takes the span's mean.
+func (m *Model) fitTypical(pts []Point) {
+	var sum [168]loadTerms
+	var n [168]float64
+	var all loadTerms
+	var nAll float64
+	for _, p := range pts {
+		if !usable(p) || !knownLoad(p.Q) {
+			continue
 		}
-		x[k], x[k+1] = u, u*u
+		h := hourOfWeek(float64(p.T.UnixNano()) / 1e9)
+		u := p.Q / m.qref
+		l := loadTerms{u, u * u, 1 / math.Sqrt(p.Q)}
+		sum[h].u += l.u
+		sum[h].u2 += l.u2
+		sum[h].inv += l.inv
+		n[h]++
+		all.u += l.u
+		all.u2 += l.u2
+		all.inv += l.inv
+		nAll++
+	}
+	for h := range m.typical {
+		s, c := sum[h], n[h]
+		if c == 0 {
+			s, c = all, nAll
+		}
+		m.typical[h] = loadTerms{s.u / c, s.u2 / c, s.inv / c}
 	}
 }
 
@@ -486,12 +548,7 @@ func (m *Model) scale(t time.Time, q float64) float64 {
 	case m.Kind == KindTrailing:
 		return m.tscale
 	case m.UsesLoad:
-		u := 0.0
-		if q > 0 {
-			u = 1 / math.Sqrt(q)
-		} else {
-			u = 1
-		}
+		u := m.load(float64(t.UnixNano())/1e9, q).inv
 		return max(m.scaleA+m.scaleB*u, m.minSc)
 	}
 	return max(m.hourSc[t.UTC().Hour()], m.minSc)
@@ -523,11 +580,7 @@ func (m *Model) fitScale(pts []Point, logs []float64) {
 		j++
 		res = append(res, r)
 		if m.UsesLoad {
-			u := 1.0
-			if pt.Q > 0 {
-				u = 1 / math.Sqrt(pt.Q)
-			}
-			us = append(us, u)
+			us = append(us, m.load(float64(pt.T.UnixNano())/1e9, pt.Q).inv)
 		} else {
 			hours = append(hours, int8(pt.T.UTC().Hour()))
 		}

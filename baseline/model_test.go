@@ -161,3 +161,54 @@ func BenchmarkFitTwoWeeks(b *testing.B) {
 		})
 	}
 }
+
+// TestPredictWithUnknownLoad: a minute whose load is missing (a gap in the
+// load series, a scrape lost) is predicted at the load typical of its hour
+// of the week, not at no traffic: at peak that was half the latency, and
+// the band fell below every point. Also when the gaps are in the history.
+func TestPredictWithUnknownLoad(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		holes   int // every holes-th fitted point lacks its load; 0 none
+		maxRMSE float64
+	}{
+		{"known history", 0, 0.08},
+		{"history with gaps", 20, 0.08},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := synth{days: 21, k: 1.2, seed: 5}
+			pts := s.points()
+			if tc.holes > 0 {
+				for i := 0; i < 14*1440; i += tc.holes {
+					pts[i].Q = math.NaN()
+				}
+			}
+			m, err := Fit(pts[:14*1440], FitOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !m.UsesLoad {
+				t.Fatal("load not used")
+			}
+			var se float64
+			n, outside := 0, 0
+			for i := 14 * 1440; i < 21*1440; i++ {
+				mu, sc := m.Predict(pts[i].T, math.NaN())
+				d := mu - s.truth(i)
+				se += d * d
+				n++
+				if math.Abs(math.Log(pts[i].V)-mu) > 4*sc {
+					outside++
+				}
+			}
+			rmse := math.Sqrt(se / float64(n))
+			t.Logf("RMSE of log mean over the next week, load unknown: %.4f; %d of %d points outside ±4 scales", rmse, outside, n)
+			if rmse > tc.maxRMSE {
+				t.Errorf("RMSE %.4f > %.4f", rmse, tc.maxRMSE)
+			}
+			if outside > n/100 {
+				t.Errorf("%d of %d clean points outside ±4 scales", outside, n)
+			}
+		})
+	}
+}
