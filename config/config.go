@@ -89,6 +89,7 @@ type Alerting struct {
 	Rules            alerting.Config `yaml:"rules"`             // thresholds: defaults and per model (sla, p99_factor, ...)
 	AlertmanagerURLs []string        `yaml:"alertmanager_urls"` // base URLs; alerts go to {url}/api/v2/alerts
 	WebhookURL       string          `yaml:"webhook_url"`       // a generic JSON webhook
+	ExternalURL      string          `yaml:"external_url"`      // the admin server as alert readers reach it; alerts' generatorURL
 	Baseline         Baseline        `yaml:"baseline"`          // the seasonal baseline of P99OverBaseline
 	MemoryLeak       MemoryLeak      `yaml:"memory_leak"`       // MemoryLeakSuspected on the upstream's RSS
 }

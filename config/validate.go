@@ -167,6 +167,9 @@ func (c *Config) Validate() error {
 	if c.Alerting.WebhookURL != "" && !httpURL(c.Alerting.WebhookURL) {
 		bad("alerting.webhook_url", "%q is not an http(s) URL", c.Alerting.WebhookURL)
 	}
+	if c.Alerting.ExternalURL != "" && !httpURL(c.Alerting.ExternalURL) {
+		bad("alerting.external_url", "%q is not an http(s) URL", c.Alerting.ExternalURL)
+	}
 	t := c.Tracing
 	switch t.Protocol {
 	case "grpc", "http":

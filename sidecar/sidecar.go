@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -287,7 +289,7 @@ func (s *Sidecar) newEngine() error {
 		Host:         s.snapshotHost,
 		Explain:      s.explain,
 		Labels:       s.cfg.Push.ExtraLabels,
-		GeneratorURL: "http://" + s.cfg.AdminListen + "/api/v1/alerts",
+		GeneratorURL: s.generatorURL(),
 		Resend:       a.Resend.D(),
 	})
 	if err != nil {
@@ -606,4 +608,23 @@ func (s *Sidecar) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("drain: %w", err)
 	}
 	return nil
+}
+
+// generatorURL is the alerts' source link: alerting.external_url, else the
+// admin server's address, an unspecified host named by this host's name
+// (Alertmanager's UI showed http://:9901/… for admin_listen ":9901").
+func (s *Sidecar) generatorURL() string {
+	const path = "api/v1/alerts"
+	if u := s.cfg.Alerting.ExternalURL; u != "" {
+		return strings.TrimSuffix(u, "/") + "/" + path
+	}
+	addr := s.cfg.AdminListen
+	if host, port, err := net.SplitHostPort(addr); err == nil {
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			if name, err := os.Hostname(); err == nil && name != "" {
+				addr = net.JoinHostPort(name, port)
+			}
+		}
+	}
+	return "http://" + addr + "/" + path
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 
@@ -73,5 +74,30 @@ func TestRouteLabelEscaped(t *testing.T) {
 	want := `inferwatch_inflight_requests{route="grpc` + "\t" + `ö \"x\""}`
 	if _, ok := p.Series("inferwatch_inflight_requests")[want]; !ok {
 		t.Fatalf("no %s in %v", want, p.Series("inferwatch_inflight_requests"))
+	}
+}
+
+// TestGeneratorURL: the link Alertmanager shows as an alert's source must be
+// one its users can open: alerting.external_url when set, else the admin
+// address with an unspecified host ("" or 0.0.0.0, which Alertmanager's UI
+// rendered as http://:9901/…) named by this host's name.
+func TestGeneratorURL(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ admin, external, want string }{
+		{"127.0.0.1:9901", "", "http://127.0.0.1:9901/api/v1/alerts"},
+		{":9901", "", "http://" + host + ":9901/api/v1/alerts"},
+		{"0.0.0.0:9901", "", "http://" + host + ":9901/api/v1/alerts"},
+		{"[::]:9901", "", "http://" + host + ":9901/api/v1/alerts"},
+		{"[::1]:9901", "", "http://[::1]:9901/api/v1/alerts"},
+		{":9901", "https://inferwatch.example/triton-0/", "https://inferwatch.example/triton-0/api/v1/alerts"},
+	} {
+		s := &Sidecar{}
+		s.cfg.AdminListen, s.cfg.Alerting.ExternalURL = tc.admin, tc.external
+		if got := s.generatorURL(); got != tc.want {
+			t.Errorf("admin %q, external %q: %q, want %q", tc.admin, tc.external, got, tc.want)
+		}
 	}
 }

@@ -46,6 +46,7 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 	var amURLs listFlag
 	fs.Var(&amURLs, "alertmanager-url", "Alertmanager base URL to send alerts to (repeatable, e.g. http://alertmanager:9093)")
 	webhook := fs.String("alert-webhook-url", "", "generic JSON webhook for alerts")
+	externalURL := fs.String("alert-external-url", "", "the admin server's URL as alert readers reach it (alerts' generatorURL); default http://ADMIN_LISTEN, an unspecified host named by the hostname")
 	window := fs.Duration("window", 10*time.Second, "window statistics window length")
 	slas := cmdline.Labels{}
 	fs.Var(slas, "sla", "model=duration: the model's latency SLA (repeatable), e.g. mnist-mlp=50ms")
@@ -133,6 +134,9 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 		cfg.Alerting.AlertmanagerURLs = append(cfg.Alerting.AlertmanagerURLs, amURLs...)
 		if *webhook != "" {
 			cfg.Alerting.WebhookURL = *webhook
+		}
+		if *externalURL != "" {
+			cfg.Alerting.ExternalURL = *externalURL
 		}
 		pick("window", func() { cfg.Alerting.Window = config.Duration(*window) })
 		for _, f := range []struct {
