@@ -67,7 +67,9 @@
 // # Bounds
 //
 // At most MaxModels (model, version) pairs, with further ones counted as
-// model="other", version="other"; at most MaxStages stage names per model,
-// further ones as "other". Names are sanitised as metric label values, the
-// same way as the metricset package does, so the two agree on labels.
+// model="other", version="other"; at most MaxStages server stage names per
+// model, further ones as "other". The sidecar's own parts (llm_ttft,
+// llm_itl) have slots beside them, and a server stage of either name counts
+// as "other". Names are sanitised as metric label values, the same way as
+// the metricset package does, so the two agree on labels.
 package windowstats

@@ -35,3 +35,29 @@ func TestLLMParts(t *testing.T) {
 		t.Errorf("llm_itl %+v, want 3 of mean 20ms", itl)
 	}
 }
+
+// TestLLMPartsKeepTheirSlots: a server that reports as many stage names as
+// the cap allows (or names one llm_ttft) must not fold the sidecar's own
+// TTFT into "other", where the TTFT SLO rule would no longer see it.
+func TestLLMPartsKeepTheirSlots(t *testing.T) {
+	s := mustNew(t, Options{MaxStages: 4})
+	c := endingAt("llm", t0.Add(time.Second), 500*time.Millisecond)
+	for _, n := range []string{"queue", "tokenize", "prefill", "decode", "detok", "llm_ttft"} {
+		c.Stages = append(c.Stages, record.Stage{Name: n, Duration: time.Second})
+	}
+	s.Observe(c)
+	g := endingAt("llm", t0.Add(2*time.Second), 300*time.Millisecond)
+	g.LLM = &record.LLM{Streamed: true, FirstToken: 40 * time.Millisecond, ContentEvents: 3}
+	g.LLM.Gaps.Add(10 * time.Millisecond)
+	s.Observe(g)
+	parts := map[string]PartView{}
+	for _, p := range only(t, s).Current.Stages {
+		parts[p.Name] = p
+	}
+	if ttft := parts[PartTTFT]; ttft.Count != 1 || math.Abs(ttft.Mean-0.040) > 1e-9 {
+		t.Errorf("llm_ttft %+v, want the one generation's 40ms (parts %v)", ttft, parts)
+	}
+	if itl := parts[PartITL]; itl.Count != 1 {
+		t.Errorf("llm_itl %+v, want one gap", itl)
+	}
+}

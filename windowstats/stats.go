@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -281,6 +282,7 @@ type series struct {
 	model, version string
 	stageNames     []string
 	stageAlias     []stageAlias
+	parts          int // of stageNames, the sidecar's own (partIndex)
 
 	cur    *window
 	recent []*window // the last closed windows, at most View/Window, oldest first
@@ -430,21 +432,13 @@ func (s *Stats) stageIndex(x *series, raw string) int {
 		}
 	}
 	name := metricset.SanitizeLabelValue(raw)
-	idx := -1
-	for i, n := range x.stageNames {
-		if n == name {
-			idx = i
-			break
-		}
-	}
-	if idx < 0 && len(x.stageNames) >= s.o.MaxStages {
+	if isPart(name) { // the sidecar's own parts are not the server's to fill
 		name = metricset.Other
-		for i, n := range x.stageNames {
-			if n == name {
-				idx = i
-				break
-			}
-		}
+	}
+	idx := slices.Index(x.stageNames, name)
+	if idx < 0 && len(x.stageNames)-x.parts >= s.o.MaxStages {
+		name = metricset.Other
+		idx = slices.Index(x.stageNames, name)
 	}
 	if idx < 0 {
 		idx = len(x.stageNames)
@@ -455,6 +449,21 @@ func (s *Stats) stageIndex(x *series, raw string) int {
 	}
 	return idx
 }
+
+// partIndex returns the series' index of one of the sidecar's own parts
+// (PartTTFT, PartITL). They take slots beside the MaxStages server stages:
+// folded into "other" by a server's many stage names, the TTFT SLO rule
+// would go silent. Held: s.mu.
+func (s *Stats) partIndex(x *series, name string) int {
+	if idx := slices.Index(x.stageNames, name); idx >= 0 {
+		return idx
+	}
+	x.stageNames = append(x.stageNames, name)
+	x.parts++
+	return len(x.stageNames) - 1
+}
+
+func isPart(name string) bool { return name == PartTTFT || name == PartITL }
 
 // Roll closes every window whose end is not after now. It is idempotent and
 // meant to be called by the owner's ticker just after each window's end (and
@@ -647,9 +656,9 @@ const (
 // or each ModelStreamInfer request's first response and gaps. Held: s.mu.
 func (s *Stats) observeLLM(x *series, w *window, c *record.Call) {
 	add := func(ttft time.Duration, gaps *record.Gaps) {
-		s.stage(w, s.stageIndex(x, PartTTFT)).add(ttft.Seconds())
+		s.stage(w, s.partIndex(x, PartTTFT)).add(ttft.Seconds())
 		if len(gaps.Kept) > 0 {
-			itl := s.stage(w, s.stageIndex(x, PartITL))
+			itl := s.stage(w, s.partIndex(x, PartITL))
 			for _, g := range gaps.Kept {
 				itl.add(g.Seconds())
 			}
