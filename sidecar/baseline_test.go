@@ -49,3 +49,34 @@ func TestBaselineBandGauges(t *testing.T) {
 		}
 	}
 }
+
+// TestBaselineBandGaugesGoWithTheBand: a model the history evicts (or whose
+// refit falls back to no seasonal model) has no band; its gauges must go,
+// not export a band of 0 s, under which every window is "over baseline".
+func TestBaselineBandGaugesGoWithTheBand(t *testing.T) {
+	h, err := history.New(history.Options{Speedup: 60, MaxModels: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Sidecar{metrics: metricset.New(metricset.Options{}), history: h}
+	t0 := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	window := func(i int) windowstats.WindowView {
+		q := 100 + 80*math.Sin(2*math.Pi*float64(i)/1440)
+		return windowstats.WindowView{Start: t0.Add(time.Duration(i) * time.Second), Seconds: 1, Count: 500, QPS: q, P99: 0.02 * (1 + q/200)}
+	}
+	var ok bool
+	for i := range 50 * 60 {
+		w := window(i)
+		_, _, ok = s.baselineBand("m", "1", &w)
+	}
+	if !ok {
+		t.Fatal("no band after 50 hours of history")
+	}
+	w := window(50 * 60)
+	s.baselineBand("n", "1", &w) // evicts m
+	var b bytes.Buffer
+	s.metrics.Metrics().WritePrometheus(&b)
+	if strings.Contains(b.String(), `inferwatch_latency_baseline_seconds{model="m"`) {
+		t.Errorf("m's band gauges still exported after its eviction:\n%s", b.String())
+	}
+}

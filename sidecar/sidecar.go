@@ -320,11 +320,27 @@ func (s *Sidecar) baselineBand(model, version string, w *windowstats.WindowView)
 					}
 					return b.Expected
 				}
-				s.metrics.Metrics().GetOrCreateGauge(fmt.Sprintf(`inferwatch_latency_baseline_seconds{model=%q,version=%q,bound=%q}`, model, version, bound), get)
+				s.metrics.Metrics().GetOrCreateGauge(bandGaugeName(model, version, bound), get)
+			}
+		}
+	} else if len(s.bandSeen) > 0 {
+		// No band here: a model arrived (which may have evicted another) or
+		// this one's refit fell back to the trailing baseline. Gauges of
+		// models without a band would read 0 s, a band every window is over.
+		for k := range s.bandSeen {
+			if _, has := s.history.Band(k[0], k[1]); !has {
+				for _, bound := range []string{"expected", "lower", "upper"} {
+					s.metrics.Metrics().UnregisterMetric(bandGaugeName(k[0], k[1], bound))
+				}
+				delete(s.bandSeen, k)
 			}
 		}
 	}
 	return exp, up, ok
+}
+
+func bandGaugeName(model, version, bound string) string {
+	return fmt.Sprintf(`inferwatch_latency_baseline_seconds{model=%q,version=%q,bound=%q}`, model, version, bound)
 }
 
 // saveBaselineHistory saves the baseline history every five minutes until ctx ends.
