@@ -25,28 +25,52 @@ func runBaseline(args []string, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	for {
+	var runErr error
+	run := func() bool {
 		res, err := fleet.Run(ctx, o, time.Now())
-		if err != nil {
-			if once {
-				return err
-			}
+		runErr = err
+		ok := err == nil
+		if err != nil && !once {
 			fmt.Fprintln(stderr, "baseline:", err)
 		}
 		for _, r := range res {
-			if r.Err != nil {
+			if r.Err != nil { // too little history: a retry would not help
 				fmt.Fprintf(stderr, "baseline: %s: %d points: %v\n", r.Name(), r.Points, r.Err)
 				continue
 			}
 			fmt.Fprintf(stderr, "baseline: %s: %d points, %s model, bands written for %v\n", r.Name(), r.Points, r.Kind, o.Horizon)
 		}
-		if once {
-			return nil
+		return ok
+	}
+	if once {
+		run()
+		return runErr
+	}
+	schedule(ctx, every, baselineRetry, run)
+	return nil
+}
+
+// baselineRetry is the first wait before a failed run is tried again.
+const baselineRetry = 30 * time.Second
+
+// schedule calls run every period until ctx ends. A run that fails is
+// tried again after retry, doubling up to period: the bands written last
+// reach only --horizon ahead (by default one period), so waiting a whole
+// period after a query API restart let them run out, and the rules on them
+// went silent, for up to an hour.
+func schedule(ctx context.Context, period, retry time.Duration, run func() bool) {
+	wait := retry
+	for {
+		next := period
+		if !run() {
+			next, wait = min(wait, period), min(2*wait, period)
+		} else {
+			wait = retry
 		}
 		select {
 		case <-ctx.Done():
-			return nil
-		case <-time.After(every):
+			return
+		case <-time.After(next):
 		}
 	}
 }
