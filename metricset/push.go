@@ -17,12 +17,21 @@ import (
 // labelNameRe is the Prometheus label-name syntax.
 var labelNameRe = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
-// reservedLabels are the label names of this package's metrics: an extra
+// reservedLabels are the label names of the families a push carries: this
+// package's and those other packages register in Metrics() (sidecar,
+// modelload, tracing, sampling, alerting, alertmanager, gpu, bpf). An extra
 // label with one of these names would give a pushed series the label twice.
+// A new label name on a family in the set belongs here too.
 var reservedLabels = map[string]bool{
+	// this package
 	"protocol": true, "api": true, "method": true, "model": true, "version": true,
 	"code": true, "phase": true, "stage": true, "kind": true, "direction": true,
-	"side": true, "le": true,
+	"side": true, "le": true, "source": true, "reason": true,
+	// other packages' families in the set
+	"route": true, "bound": true, "op": true, "to": true, "quantile": true,
+	"alertname": true, "notifier": true, "result": true, "gpu": true, "uuid": true,
+	"pid": true, "upstream": true, "xid": true, "call": true, "error": true,
+	"estimated": true, "probe": true, "what": true,
 }
 
 // InitPush starts pushing the whole set (this package's metrics and those

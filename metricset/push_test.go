@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/inferwatch/inferwatch/internal/exposition"
+	"github.com/inferwatch/inferwatch/record"
 )
 
 func TestInitPushErrors(t *testing.T) {
@@ -90,5 +93,54 @@ func TestPushLogThrottles(t *testing.T) {
 	l.printf("metrics: push: %s", "refused")
 	if got := strings.Count(out.String(), "\n"); got != 4 {
 		t.Errorf("%d lines logged, want 4 (refused, status 500, refused, refused a minute later):\n%s", got, out.String())
+	}
+}
+
+// TestExtraLabelsRefuseEveryLabelName: a push adds the extra labels to
+// every series of the set, so an extra label that shares its name with a
+// label of any family in it — this package's or one another package
+// registers in Metrics() — would give that series the label twice, which
+// VictoriaMetrics and Prometheus reject or store mangled.
+func TestExtraLabelsRefuseEveryLabelName(t *testing.T) {
+	// Every family of this package, each label in use.
+	s := New(Options{})
+	c := &record.Call{
+		Start: time.Now(), RequestEnd: ms, UpstreamStart: ms, UpstreamSent: 2 * ms,
+		FirstByte: 20 * ms, ResponseEnd: 400 * ms, End: 401 * ms,
+		Protocol: record.ProtocolHTTP, API: record.APIOpenAI, Method: "chat_completions",
+		Model: "llama", Version: "1", Code: "200", ErrorKind: record.ErrTimeout, DecodeFail: true,
+		BatchSize: 2, InputCount: 1, OutputCount: 1, ClientRTT: ms, UpstreamRTT: ms,
+		Stages: []record.Stage{{Name: "queue", Duration: ms}},
+		LLM: &record.LLM{Streamed: true, FirstToken: 52 * ms, FirstTokenUpstream: 50 * ms, LastToken: 352 * ms,
+			ContentEvents: 4, PromptTokens: 10, OutputTokens: 4, FinishReason: "stop"},
+	}
+	s.Observe(c)
+	var b bytes.Buffer
+	s.WritePrometheus(&b)
+	page, err := exposition.Parse(b.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, smp := range page.Samples {
+		for name := range smp.Labels {
+			names[name] = true
+		}
+	}
+	// The label names of the families other packages register in the set
+	// (docs/metrics.md and the docs it points to): sidecar (route, bound),
+	// modelload (op, to), tracing and sampling (reason, route), alerting
+	// (quantile, alertname), alertmanager (notifier, result), gpu (gpu,
+	// uuid, pid, upstream, xid, reason, call, error), bpf (pid, estimated,
+	// upstream, probe, what).
+	for _, name := range []string{"route", "bound", "op", "to", "reason", "quantile", "alertname",
+		"notifier", "result", "gpu", "uuid", "pid", "upstream", "xid", "call", "error",
+		"estimated", "probe", "what"} {
+		names[name] = true
+	}
+	for name := range names {
+		if err := CheckExtraLabels(map[string]string{name: "x"}); err == nil {
+			t.Errorf("extra label %q accepted: pushed series that have it would carry it twice", name)
+		}
 	}
 }
