@@ -2,7 +2,10 @@ package examples
 
 import (
 	"encoding/json"
+	"net"
 	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -148,6 +151,40 @@ func TestKServeExample(t *testing.T) {
 	for k := range isvc.Metadata.Annotations {
 		if strings.HasPrefix(k, inject.Prefix) && !slices.Contains(known, k) {
 			t.Errorf("annotation %s is not one the injector reads", k)
+		}
+	}
+}
+
+// TestReadmePortForwardReachable: `kubectl port-forward` connects to
+// 127.0.0.1 inside the pod's network namespace (the runtime dials
+// localhost), so a README that port-forwards to a sidecar port must name
+// one the injected sidecar listens on loopback or on all interfaces; a
+// listener bound to $(POD_IP) alone refuses it.
+func TestReadmePortForwardReachable(t *testing.T) {
+	re := regexp.MustCompile("kubectl port-forward[^`]*?svc/[a-z0-9-]+ (?:[0-9]+:)?([0-9]+)")
+	for _, ex := range []string{"triton/triton.yaml", "tfserving/tfserving.yaml"} {
+		readme, err := os.ReadFile(filepath.Join(filepath.Dir(ex), "README.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, side := injectExample(t, ex)
+		for _, m := range re.FindAllStringSubmatch(string(readme), -1) {
+			port := m[1]
+			for _, a := range side.Args {
+				flag, addr, ok := strings.Cut(a, "=")
+				if !ok || !strings.HasSuffix(flag, "-listen") {
+					continue
+				}
+				host, p, err := net.SplitHostPort(addr)
+				if err != nil || p != port {
+					continue
+				}
+				switch host {
+				case "", "0.0.0.0", "::", "127.0.0.1", "localhost":
+				default:
+					t.Errorf("%s README: %q reaches the sidecar's %s, which listens on %s only: port-forward (it dials localhost in the pod) is refused", ex, m[0], flag, host)
+				}
+			}
 		}
 	}
 }
