@@ -7,6 +7,7 @@ package exposition
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -27,32 +28,79 @@ type Page struct {
 }
 
 // Parse reads a text exposition; the error names the line it could not read.
+// It refuses what Prometheus's text parser refuses: bad metric or label
+// names, escapes other than \\, \" and \n, and a second # HELP or # TYPE
+// for a name, or a # TYPE after samples of that name.
 func Parse(text string) (Page, error) {
 	p := Page{Types: map[string]string{}, Help: map[string]string{}}
+	sampled := map[string]bool{}
 	for n, line := range strings.Split(text, "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" {
 			continue
 		}
+		bad := func(err error) error { return fmt.Errorf("exposition line %d %q: %w", n+1, line, err) }
 		if c, ok := strings.CutPrefix(line, "#"); ok {
 			f := strings.Fields(c)
 			if len(f) >= 3 && f[0] == "TYPE" {
+				if _, dup := p.Types[f[1]]; dup || sampled[f[1]] {
+					return p, bad(fmt.Errorf("second TYPE for %s, or TYPE after its samples", f[1]))
+				}
 				p.Types[f[1]] = f[2]
 			}
 			if len(f) >= 2 && f[0] == "HELP" {
+				if _, dup := p.Help[f[1]]; dup {
+					return p, bad(fmt.Errorf("second HELP for %s", f[1]))
+				}
 				// The text after the name, as written (it may hold spaces).
 				rest := strings.TrimLeft(strings.TrimSpace(c)[len("HELP"):], " \t")
-				p.Help[f[1]] = strings.TrimLeft(rest[len(f[1]):], " \t")
+				help, err := unescape(strings.TrimLeft(rest[len(f[1]):], " \t"), false)
+				if err != nil {
+					return p, bad(err)
+				}
+				p.Help[f[1]] = help
 			}
 			continue
 		}
 		s, err := parseSample(line)
 		if err != nil {
-			return p, fmt.Errorf("exposition line %d %q: %w", n+1, line, err)
+			return p, bad(err)
 		}
+		sampled[s.Name] = true
 		p.Samples = append(p.Samples, s)
 	}
 	return p, nil
+}
+
+// metricName and labelName are the names the text format admits.
+var (
+	metricName = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
+	labelName  = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+)
+
+// unescape undoes the format's escapes: \\ and \n, and \" in a label value.
+func unescape(v string, quote bool) (string, error) {
+	if !strings.Contains(v, `\`) {
+		return v, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c == '\\' {
+			if i++; i == len(v) {
+				return "", errors.New("escape at the end")
+			}
+			switch c = v[i]; {
+			case c == 'n':
+				c = '\n'
+			case c == '\\', c == '"' && quote:
+			default:
+				return "", fmt.Errorf("invalid escape sequence \\%c", c)
+			}
+		}
+		b.WriteByte(c)
+	}
+	return b.String(), nil
 }
 
 func parseSample(line string) (Sample, error) {
@@ -62,6 +110,9 @@ func parseSample(line string) (Sample, error) {
 		return s, errors.New("no metric name")
 	}
 	s.Name, line = line[:i], line[i:]
+	if !metricName.MatchString(s.Name) {
+		return s, fmt.Errorf("metric name %q", s.Name)
+	}
 	if line[0] == '{' {
 		rest := line[1:]
 		for {
@@ -78,30 +129,31 @@ func parseSample(line string) (Sample, error) {
 				return s, errors.New("bad label")
 			}
 			key := rest[:eq]
+			if !labelName.MatchString(key) {
+				return s, fmt.Errorf("label name %q", key)
+			}
 			rest = rest[eq+2:]
-			var val strings.Builder
-			for {
-				if rest == "" {
-					return s, errors.New("unterminated label value")
-				}
-				c := rest[0]
-				rest = rest[1:]
-				if c == '"' {
+			end := -1
+			for j := 0; j < len(rest); j++ {
+				if rest[j] == '\\' {
+					j++
+				} else if rest[j] == '"' {
+					end = j
 					break
 				}
-				if c == '\\' && rest != "" {
-					c = rest[0]
-					if c == 'n' {
-						c = '\n'
-					}
-					rest = rest[1:]
-				}
-				val.WriteByte(c)
 			}
+			if end < 0 {
+				return s, errors.New("unterminated label value")
+			}
+			val, err := unescape(rest[:end], true)
+			if err != nil {
+				return s, fmt.Errorf("label %s: %w", key, err)
+			}
+			rest = rest[end+1:]
 			if _, dup := s.Labels[key]; dup {
 				return s, fmt.Errorf("label %s twice", key)
 			}
-			s.Labels[key] = val.String()
+			s.Labels[key] = val
 			rest = strings.TrimPrefix(strings.TrimLeft(rest, " "), ",")
 		}
 		s.Series = s.Name + line[:len(line)-len(rest)]

@@ -75,3 +75,27 @@ func TestParseRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestParseRejectsWhatPrometheusRejects: lines and pages Prometheus's own
+// text parser refuses (a scrape of them fails whole) fail here too.
+func TestParseRejectsWhatPrometheusRejects(t *testing.T) {
+	for _, page := range []string{
+		`m{a="x\ty"} 1`,       // \t is not an escape of the format (Go's %q writes it)
+		`m{a="x\u00e9"} 1`,    // nor is \u
+		`m{a-b="1"} 1`,        // label name
+		`m{1a="1"} 1`,         // label name
+		`m-x 1`,               // metric name
+		"# HELP m a\\tb\nm 1", // HELP escapes are \\ and \n only
+		"# TYPE m counter\n# TYPE m counter\nm 1",
+		"# HELP m a\n# HELP m b\nm 1",
+		"m 1\n# TYPE m counter",
+	} {
+		if _, err := Parse("m_ok 1\n" + page + "\n"); err == nil {
+			t.Errorf("%q: accepted", page)
+		}
+	}
+	// What the format allows stays allowed.
+	if _, err := Parse("# HELP m a \\\\ b\\n c\n# TYPE m counter\nm{a_1=\"x\\\\y\\\"z\\n\"} 1\nm:rate1m 2\n# TYPE h histogram\nh_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n"); err != nil {
+		t.Errorf("valid page refused: %v", err)
+	}
+}
