@@ -48,3 +48,13 @@ on; on a key both set, the chart's. */ -}}
   "helm.sh/chart" (printf "%s-%s" .root.Chart.Name .root.Chart.Version) -}}
 {{- toYaml (merge $own (.extra | default dict)) -}}
 {{- end -}}
+
+{{- /* A duration of the values' form ([0-9]+(ms|s|m|h))+ in milliseconds. */ -}}
+{{- define "inferwatch.ms" -}}
+{{- $ms := 0 -}}
+{{- range regexFindAll "[0-9]+(ms|s|m|h)" . -1 -}}
+{{- $n := regexFind "^[0-9]+" . -}}
+{{- $ms = add $ms (mul (int64 $n) (get (dict "ms" 1 "s" 1000 "m" 60000 "h" 3600000) (trimPrefix $n .))) -}}
+{{- end -}}
+{{- $ms -}}
+{{- end -}}
