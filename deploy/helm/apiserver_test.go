@@ -57,9 +57,21 @@ func TestChartOnAPIServer(t *testing.T) {
 	for _, crd := range crds {
 		kube.Create(t, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
 	}
+	type render struct {
+		name, release string
+		set           []string
+	}
+	var renders []render
 	for _, vs := range valueSets {
+		renders = append(renders, render{vs.name, "iw", vs.set})
+	}
+	// The longest release name helm allows (53): every derived name must
+	// still be one the apiserver takes (a Job's becomes a 63-byte label).
+	monitoring := valueSets[len(valueSets)-1]
+	renders = append(renders, render{"long-release-name", strings.Repeat("r", 53), monitoring.set})
+	for _, vs := range renders {
 		t.Run(vs.name, func(t *testing.T) {
-			out, err := helm(t, append([]string{"template", "iw", chart, "--namespace", "inferwatch"}, setArgs(vs.set)...)...)
+			out, err := helm(t, append([]string{"template", vs.release, chart, "--namespace", "inferwatch"}, setArgs(vs.set)...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
