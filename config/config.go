@@ -23,18 +23,19 @@ import (
 
 // Config is the whole sidecar.
 type Config struct {
-	AdminListen  string   `yaml:"admin_listen"`  // /metrics, /healthz, /readyz; loopback by default
-	DrainTimeout Duration `yaml:"drain_timeout"` // how long SIGTERM waits for in-flight calls
-	DrainDelay   Duration `yaml:"drain_delay"`   // readiness false this long before listeners close
-	LogLevel     string   `yaml:"log_level"`     // debug, info, warn, error
-	DataPlane    string   `yaml:"data_plane"`    // how routes move bytes: stdlib (net/http) or frame (frame-level HTTP/2, own HTTP/1.1 loop)
-	Routes       []Route  `yaml:"routes"`
-	Push         Push     `yaml:"push"`
-	Limits       Limits   `yaml:"limits"`
-	Alerting     Alerting `yaml:"alerting"`
-	Tracing      Tracing  `yaml:"tracing"`
-	Host         Host     `yaml:"host"`
-	Diagnose     Diagnose `yaml:"diagnose"`
+	AdminListen    string   `yaml:"admin_listen"`     // /metrics, /healthz, /readyz; loopback by default
+	AdminRemoteAPI bool     `yaml:"admin_remote_api"` // the rest (profiles, traces, diagnosis, JSON API) to peers off loopback too
+	DrainTimeout   Duration `yaml:"drain_timeout"`    // how long SIGTERM waits for in-flight calls
+	DrainDelay     Duration `yaml:"drain_delay"`      // readiness false this long before listeners close
+	LogLevel       string   `yaml:"log_level"`        // debug, info, warn, error
+	DataPlane      string   `yaml:"data_plane"`       // how routes move bytes: stdlib (net/http) or frame (frame-level HTTP/2, own HTTP/1.1 loop)
+	Routes         []Route  `yaml:"routes"`
+	Push           Push     `yaml:"push"`
+	Limits         Limits   `yaml:"limits"`
+	Alerting       Alerting `yaml:"alerting"`
+	Tracing        Tracing  `yaml:"tracing"`
+	Host           Host     `yaml:"host"`
+	Diagnose       Diagnose `yaml:"diagnose"`
 }
 
 // Diagnose is the window history /debug/diagnose reads (docs/diagnose.md).

@@ -838,7 +838,10 @@ func fitsPodRequests(pod *corev1.Pod, side corev1.ResourceRequirements) error {
 
 // sidecar builds the container.
 func sidecar(image string, cfg Config, routes []route, extra []string, res corev1.ResourceRequirements, ebpf bool) corev1.Container {
-	args := []string{"proxy", fmt.Sprintf("--admin-listen=$(POD_IP):%d", AdminPort)}
+	// All interfaces: the kubelet and Prometheus reach /readyz and /metrics
+	// on the pod IP, a kubectl port-forward (which dials localhost in the
+	// pod) the rest, which the sidecar serves to loopback peers only.
+	args := []string{"proxy", fmt.Sprintf("--admin-listen=:%d", AdminPort)}
 	ports := []corev1.ContainerPort{}
 	sort.SliceStable(routes, func(i, j int) bool { return routes[i].proto > routes[j].proto }) // http before grpc
 	for _, r := range routes {

@@ -156,6 +156,7 @@ func New(cfg config.Config, logger *slog.Logger, extra ...record.Sink) (*Sidecar
 		// in deploy/rules watches them.
 		metrics.WriteProcessMetrics(w)
 	}, s.readiness.Ready)
+	s.admin.ServeRemoteAPI(cfg.AdminRemoteAPI)
 	s.admin.HandleJSON("/api/v1/stats", func(*http.Request) any { return s.engine.Stats() })
 	s.admin.HandleJSON("/api/v1/alerts", func(*http.Request) any { return s.engine.Alerts() })
 	s.admin.Handle("GET /debug/diagnose", http.HandlerFunc(s.handleDiagnose))

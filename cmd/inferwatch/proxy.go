@@ -30,6 +30,7 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 		httpUp      = fs.String("http-upstream", "", "HTTP upstream host:port")
 		httpUpProto = fs.String("http-upstream-protocol", "", "http1 (default) or h2c")
 		adminListen = fs.String("admin-listen", config.DefaultAdminListen, "admin address for /metrics, /healthz, /readyz (loopback by default)")
+		adminRemote = fs.Bool("admin-remote-api", false, "serve profiles, traces, diagnosis and the JSON API to peers off loopback too (by default only /metrics, /healthz, /readyz)")
 		pushURL     = fs.String("push-url", "", "VictoriaMetrics import URL to push metrics to, e.g. http://vm:8428/api/v1/import/prometheus")
 		pushEvery   = fs.Duration("push-interval", 10*time.Second, "push interval")
 		drain       = fs.Duration("drain-timeout", 30*time.Second, "on SIGTERM, how long in-flight calls may take to finish")
@@ -82,6 +83,7 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 			}
 		}
 		pick("admin-listen", func() { cfg.AdminListen = *adminListen })
+		pick("admin-remote-api", func() { cfg.AdminRemoteAPI = *adminRemote })
 		pick("drain-timeout", func() { cfg.DrainTimeout = config.Duration(*drain) })
 		pick("drain-delay", func() { cfg.DrainDelay = config.Duration(*drainDelay) })
 		pick("log-level", func() { cfg.LogLevel = *logLevel })
