@@ -139,6 +139,17 @@ func (h *half) forward(p []byte, end bool) {
 			h.send(p[:n], false)
 			p = p[n:]
 		}
+	} else if last := &h.pending[len(h.pending)-1]; last.buf != nil && !last.end {
+		// Small frames (streamed messages, tokens) share the last held
+		// buffer: a frame-sized buffer each would let a window's worth of
+		// tiny frames pin thousands of times their bytes.
+		k := copy((*last.buf)[last.n:], p)
+		last.n += k
+		p = p[k:]
+		if len(p) == 0 {
+			last.end = end
+			return
+		}
 	}
 	bp := frameBufs.Get().(*[]byte)
 	copy(*bp, p)
