@@ -111,24 +111,35 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()
+	// A connection's lock is held for as long as a write to a client that
+	// stopped reading blocks (until TCP gives up, minutes): each GOAWAY goes
+	// out on its own, so no such client keeps the others from draining or
+	// Shutdown from closing it at ctx's end.
+	var sent sync.WaitGroup
 	for _, c := range conns {
-		c.mu.Lock()
-		c.sendGoAway()
-		if len(c.streams) == 0 {
-			c.closeDrained()
-		} else {
-			c.flushAll()
-		}
-		c.mu.Unlock()
+		sent.Add(1)
+		go func() {
+			defer sent.Done()
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.sendGoAway()
+			if len(c.streams) == 0 {
+				c.closeDrained()
+			} else {
+				c.flushAll()
+			}
+		}()
 	}
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {
 	case <-done:
+		sent.Wait()
 		return nil
 	case <-ctx.Done():
 		s.Close()
 		<-done
+		sent.Wait()
 		return ctx.Err()
 	}
 }

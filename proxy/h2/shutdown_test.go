@@ -222,3 +222,55 @@ func TestIdleCloseLingers(t *testing.T) {
 		t.Errorf("the lingering connection did not end after its client closed: %v", err)
 	}
 }
+
+// TestShutdownDeadlineWithStuckClient: a client that stopped reading (its
+// process frozen, its node gone) leaves the forwarder blocked writing to
+// it. Shutdown must still return by its context's deadline, closing what
+// is left, rather than wait on that connection for as long as TCP takes to
+// give up, with every connection after it never told to drain.
+func TestShutdownDeadlineWithStuckClient(t *testing.T) {
+	chunk := bytes.Repeat([]byte{'w'}, 64<<10)
+	arrived := make(chan struct{}, 1)
+	up := startHandlerUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		for sent := 0; sent < 64<<20; sent += len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	addr, srv := startForwarder(t, up, nopObserver{})
+
+	nc := testenv.DialReceiveBuffer(t, addr, 8<<10)
+	io.WriteString(nc, http2.ClientPreface)
+	fr := http2.NewFramer(nc, nil)
+	fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})
+	fr.WriteWindowUpdate(0, 1<<31-1-65535)
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/big"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
+	select {
+	case <-arrived:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request never reached the upstream")
+	}
+	time.Sleep(300 * time.Millisecond) // the client's socket fills; the forwarder's write blocks
+
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		shut <- srv.Shutdown(ctx)
+	}()
+	select {
+	case err := <-shut:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Shutdown: %v, want the deadline's error", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown still waiting 5s after its 200ms deadline")
+	}
+}
