@@ -252,7 +252,7 @@ func resetGRPCCode(code http2.ErrCode) int {
 		return grpcUnavailable
 	case http2.ErrCodeCancel:
 		return grpcCancelled
-	case http2.ErrCodeEnhanceYourCalm:
+	case http2.ErrCodeEnhanceYourCalm, http2.ErrCodeFlowControl:
 		return grpcResourceExhausted
 	case http2.ErrCodeInadequateSecurity:
 		return 7 // PERMISSION_DENIED
