@@ -277,7 +277,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		c.unavailable(st, err)
 		return nil
 	}
-	if up.maxStreams > 0 && uint32(len(up.streams)) >= up.maxStreams {
+	if up.maxStreams > 0 && uint32(len(up.streams)) >= up.maxStreams && up.open() >= up.maxStreams {
 		// The upstream would refuse it; so do we, and the client may retry.
 		st.ev.Unavailable = errUpstreamBusy
 		st.ev.Reset, st.ev.ResetCode = ResetByUpstream, http2.ErrCodeRefusedStream

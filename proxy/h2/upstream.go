@@ -304,6 +304,20 @@ func (c *conn) lost(u *upConn, err error) {
 	c.dropUp(u)
 }
 
+// open counts the streams still open on the upstream's side: one whose
+// request went out in full and whose response ended is closed there, and
+// does not count against its limit, though its response may still wait
+// here for the client's window.
+func (u *upConn) open() uint32 {
+	var n uint32
+	for _, st := range u.streams {
+		if !st.req.closed || !st.resp.ended {
+			n++
+		}
+	}
+	return n
+}
+
 // retireIfDone closes a connection that takes no new streams once its last
 // stream is gone.
 func (u *upConn) retireIfDone() {
