@@ -161,6 +161,11 @@ func (u *upConn) onHeaders(f *http2.MetaHeadersFrame) error {
 	if st.resp.ended {
 		return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeStreamClosed}
 	}
+	if f.Truncated {
+		// Forwarding the fields that fit would pass a cut block (a status
+		// without its grpc-status) off as the upstream's answer.
+		return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeProtocol, Cause: errors.New("response header list over MaxHeaderListSize")}
+	}
 	if !st.headersSent {
 		status := responseStatus(f.Fields)
 		if status == 0 || (status < 200 && f.StreamEnded()) {

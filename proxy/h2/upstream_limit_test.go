@@ -9,6 +9,8 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/inferwatch/inferwatch/proxy/h2"
 )
 
 // TestUpstreamLimitCountsOpenStreams: an upstream allowing one stream at a
@@ -112,5 +114,85 @@ func TestUpstreamLimitCountsOpenStreams(t *testing.T) {
 		t.Fatalf("stream %d reset %v; the upstream had no stream open", f.StreamID, f.ErrCode)
 	case <-time.After(5 * time.Second):
 		t.Fatal("stream 3 never reached the upstream")
+	}
+}
+
+// TestOversizedResponseHeadersNotTruncated: a response header block over
+// the header list size the sidecar advertised upstream cannot be forwarded
+// whole; it must not be forwarded with its tail (here grpc-status) cut off
+// as if that were the response, but answered as an upstream failure.
+func TestOversizedResponseHeadersNotTruncated(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		nc, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		br := bufio.NewReader(nc)
+		br.Discard(len(http2.ClientPreface))
+		fr := http2.NewFramer(nc, br)
+		fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+		fr.WriteSettings()
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			if f, ok := f.(*http2.MetaHeadersFrame); ok {
+				var hb bytes.Buffer
+				enc := hpack.NewEncoder(&hb)
+				enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+				enc.WriteField(hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
+				for range 3 {
+					enc.WriteField(hpack.HeaderField{Name: "x-big", Value: string(bytes.Repeat([]byte{'b'}, 2000))})
+				}
+				enc.WriteField(hpack.HeaderField{Name: "grpc-status", Value: "0"})
+				fr.WriteHeaders(http2.HeadersFrameParam{StreamID: f.StreamID, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
+			}
+		}
+	}()
+	addr, _ := startForwarder(t, l.Addr().String(), nopObserver{}, func(o *h2.Options) { o.MaxHeaderListSize = 4096 })
+
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.Write([]byte(http2.ClientPreface))
+	fr := http2.NewFramer(nc, bufio.NewReader(nc))
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	fr.WriteSettings()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/s/M"}, {"content-type", "application/grpc"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("reading from the sidecar: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.MetaHeadersFrame:
+			status := ""
+			for _, hf := range f.Fields {
+				if hf.Name == "grpc-status" {
+					status = hf.Value
+				}
+			}
+			if status != "14" {
+				t.Fatalf("client got grpc-status %q (fields %d), want 14 (UNAVAILABLE)", status, len(f.Fields))
+			}
+			return
+		case *http2.RSTStreamFrame:
+			t.Fatalf("stream reset %v before any status", f.ErrCode)
+		}
 	}
 }
