@@ -290,7 +290,7 @@ type stream struct {
 	grpc          bool
 	contentLength int64
 	headersSent   bool // response HEADERS went to the client
-	refused       bool // the request was refused or the upstream lost: its DATA is dropped
+	refused       bool // the request was refused, the upstream lost or done with it: its DATA is dropped
 	resetClient   bool // RST_STREAM(NO_ERROR) goes to the client once the response is out
 	done          bool // Watcher.Done was called
 }

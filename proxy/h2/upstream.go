@@ -241,8 +241,10 @@ func (u *upConn) onReset(f *http2.RSTStreamFrame) {
 	}
 	if f.ErrCode == http2.ErrCodeNo && st.resp.ended {
 		// The response is complete and the upstream wants no more request:
-		// the client hears the same once the response is out.
+		// the client hears the same once the response is out. Until then
+		// its DATA is dropped here: no frame may follow a RST_STREAM.
 		st.req.drop()
+		st.refused = true
 		if !st.req.ended {
 			st.resetClient = true
 			if st.resp.closed {

@@ -1,0 +1,128 @@
+package h2_test
+
+import (
+	"bufio"
+	"bytes"
+	"net"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// TestNoDataAfterUpstreamResetNoError: an upstream that answered in full
+// before the request ended resets the stream with NO_ERROR (RFC 9113 §8.1:
+// stop sending the request). While the response still waits for the
+// client's window, request DATA the client sends meanwhile must not go to
+// the upstream (§6.4: no frames after RST_STREAM), which, as net/http's
+// server does, would answer STREAM_CLOSED, and the response must reach
+// the client whole.
+func TestNoDataAfterUpstreamResetNoError(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	late := make(chan uint32, 1)
+	go func() {
+		nc, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		br := bufio.NewReader(nc)
+		br.Discard(len(http2.ClientPreface))
+		bw := bufio.NewWriter(nc)
+		fr := http2.NewFramer(bw, br)
+		fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+		fr.WriteSettings()
+		bw.Flush()
+		var hb bytes.Buffer
+		enc := hpack.NewEncoder(&hb)
+		enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+		reset := map[uint32]bool{}
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			switch f := f.(type) {
+			case *http2.MetaHeadersFrame:
+				fr.WriteHeaders(http2.HeadersFrameParam{StreamID: f.StreamID, BlockFragment: hb.Bytes(), EndHeaders: true})
+				fr.WriteData(f.StreamID, true, bytes.Repeat([]byte{'r'}, 1000))
+				fr.WriteRSTStream(f.StreamID, http2.ErrCodeNo)
+				bw.Flush() // one write: the sidecar reads the RST_STREAM before it flushes the DATA
+				reset[f.StreamID] = true
+			case *http2.DataFrame:
+				if reset[f.StreamID] {
+					select {
+					case late <- f.StreamID:
+					default:
+					}
+					fr.WriteRSTStream(f.StreamID, http2.ErrCodeStreamClosed)
+					bw.Flush()
+				}
+			}
+		}
+	}()
+	addr, _ := startForwarder(t, l.Addr().String(), nopObserver{})
+
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.Write([]byte(http2.ClientPreface))
+	fr := http2.NewFramer(nc, bufio.NewReader(nc))
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 10}) // the response waits
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var got int
+	sent := false
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("after %d of 1000 response bytes: %v", got, err)
+		}
+		switch f := f.(type) {
+		case *http2.DataFrame:
+			got += len(f.Data())
+			if f.StreamEnded() {
+				if got != 1000 {
+					t.Fatalf("END_STREAM after %d of 1000 response bytes", got)
+				}
+				select {
+				case id := <-late:
+					t.Fatalf("upstream got DATA on stream %d after resetting it", id)
+				default:
+				}
+				return
+			}
+			if !sent {
+				// The upstream's RST_STREAM is in by now: it came in the same
+				// read as the response, whose DATA the sidecar flushes only
+				// once it handled all that read brought.
+				sent = true
+				fr.WriteData(1, false, []byte("more request"))
+				select {
+				case id := <-late:
+					t.Fatalf("upstream got DATA on stream %d after resetting it", id)
+				case <-time.After(200 * time.Millisecond):
+				}
+				fr.WriteWindowUpdate(1, 1000)
+			}
+		case *http2.RSTStreamFrame:
+			if f.ErrCode != http2.ErrCodeNo || got != 1000 {
+				t.Fatalf("stream reset %v after %d of 1000 response bytes", f.ErrCode, got)
+			}
+		}
+	}
+}
