@@ -33,6 +33,11 @@ type conn struct {
 	linger  bool               // write side shut: serve returns, teardown drains
 	closed  bool
 	idle    *time.Timer
+
+	// upNCs are the sockets of ups, under s.mu rather than mu: a write to
+	// an upstream that stopped reading blocks with mu held, and Close must
+	// still reach that socket to end the write.
+	upNCs map[net.Conn]struct{}
 }
 
 func newConn(s *Server, nc net.Conn) *conn {

@@ -151,12 +151,15 @@ func (s *Server) Conns() int {
 	return len(s.conns)
 }
 
-// Close closes every connection now.
+// Close closes every connection now, upstream ones included.
 func (s *Server) Close() {
 	s.mu.Lock()
 	s.draining = true
 	for c := range s.conns {
 		c.nc.Close()
+		for nc := range c.upNCs {
+			nc.Close()
+		}
 	}
 	s.mu.Unlock()
 }

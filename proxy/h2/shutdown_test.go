@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -258,6 +259,79 @@ func TestShutdownDeadlineWithStuckClient(t *testing.T) {
 		t.Fatal("the request never reached the upstream")
 	}
 	time.Sleep(300 * time.Millisecond) // the client's socket fills; the forwarder's write blocks
+
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		shut <- srv.Shutdown(ctx)
+	}()
+	select {
+	case err := <-shut:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Shutdown: %v, want the deadline's error", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown still waiting 5s after its 200ms deadline")
+	}
+}
+
+// TestShutdownDeadlineWithStuckUpstream: an upstream that stopped reading
+// (frozen, out of memory) leaves the forwarder blocked writing a client's
+// request to it. Shutdown must still return by its context's deadline.
+func TestShutdownDeadlineWithStuckUpstream(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		nc, err := l.Accept()
+		if err != nil {
+			return
+		}
+		nc.(*net.TCPConn).SetReadBuffer(4 << 10)
+		fr := http2.NewFramer(nc, nil)
+		fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})
+		fr.WriteWindowUpdate(0, 1<<31-1-65535)
+		accepted <- nc // and never read
+	}()
+	t.Cleanup(func() {
+		select {
+		case nc := <-accepted:
+			nc.Close()
+		default:
+		}
+	})
+	const body = 32 << 20
+	addr, srv := startForwarder(t, l.Addr().String(), nopObserver{}, func(o *h2.Options) {
+		o.StreamWindow, o.ConnWindow = body, body
+	})
+
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	io.WriteString(nc, http2.ClientPreface)
+	fr := http2.NewFramer(nc, nil)
+	fr.WriteSettings()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/up"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+	go func() {
+		chunk := make([]byte, 16<<10)
+		for sent := 0; sent < body; sent += len(chunk) {
+			if fr.WriteData(1, false, chunk) != nil {
+				return
+			}
+		}
+	}()
+	time.Sleep(500 * time.Millisecond) // the upstream's socket fills; the forwarder's write blocks
 
 	shut := make(chan error, 1)
 	go func() {

@@ -59,6 +59,12 @@ func (c *conn) upstream() (*upConn, error) {
 	)
 	u.openWindow()
 	c.ups = append(c.ups, u)
+	c.s.mu.Lock()
+	if c.upNCs == nil {
+		c.upNCs = make(map[net.Conn]struct{})
+	}
+	c.upNCs[nc] = struct{}{}
+	c.s.mu.Unlock()
 	go u.read()
 	return u, nil
 }
@@ -337,6 +343,9 @@ func (u *upConn) retireIfDone() {
 }
 
 func (c *conn) dropUp(u *upConn) {
+	c.s.mu.Lock()
+	delete(c.upNCs, u.nc)
+	c.s.mu.Unlock()
 	for i, x := range c.ups {
 		if x == u {
 			c.ups = append(c.ups[:i], c.ups[i+1:]...)
