@@ -78,3 +78,21 @@ func TestHeldSmallFramesShareBuffers(t *testing.T) {
 		t.Fatalf("forwarded %d bytes (END_STREAM %v), want the %d sent, in order", len(got), ended, len(want))
 	}
 }
+
+// Empty DATA frames cost no window, so only sharing the held buffer keeps
+// a peer that sends them while a stream waits from growing its queue
+// without bound.
+func TestHeldEmptyFramesPinNothing(t *testing.T) {
+	src, dst := testEndpoint(io.Discard), testEndpoint(io.Discard)
+	dst.sendWin = 0
+	st := &stream{start: time.Now()}
+	st.req = half{src: src, dst: dst, srcID: 1, dstID: 3, stream: st, recvWin: 4 << 20, window: 4 << 20, sendWin: 4 << 20}
+	h := &st.req
+	h.forward([]byte{1}, false)
+	for range 10000 {
+		h.forward(nil, false)
+	}
+	if len(h.pending) != 1 {
+		t.Fatalf("1 byte and 10000 empty frames held in %d frame-sized buffers", len(h.pending))
+	}
+}
