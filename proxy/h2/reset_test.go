@@ -126,3 +126,50 @@ func TestNoDataAfterUpstreamResetNoError(t *testing.T) {
 		}
 	}
 }
+
+// TestMalformedHeadersResetOnlyTheirStream: HEADERS the Framer refuses
+// (here an upper-case field name, RFC 9113 §8.2.1) are a stream error: the
+// stream is reset, and DATA the client had sent behind them must be
+// ignored (§5.1, closed), not taken for DATA on an idle stream and answered
+// with GOAWAY, which would fail every other call on the connection.
+func TestMalformedHeadersResetOnlyTheirStream(t *testing.T) {
+	addr, _ := startForwarder(t, startUpstream(t, 0), nopObserver{})
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.Write([]byte(http2.ClientPreface))
+	fr := http2.NewFramer(nc, bufio.NewReader(nc))
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	fr.WriteSettings()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	block := func(extra ...string) []byte {
+		hb.Reset()
+		fields := append([]string{":method", "POST", ":scheme", "http", ":authority", "x", ":path", "/"}, extra...)
+		for i := 0; i < len(fields); i += 2 {
+			enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
+		}
+		return hb.Bytes()
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block("X-Bad", "1"), EndHeaders: true})
+	fr.WriteData(1, true, []byte("body"))
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: block(), EndStream: true, EndHeaders: true})
+
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("before stream 3's response: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.GoAwayFrame:
+			t.Fatalf("GOAWAY %v: the connection failed for one stream's malformed headers", f.ErrCode)
+		case *http2.MetaHeadersFrame:
+			if f.StreamID == 3 {
+				return
+			}
+		}
+	}
+}
