@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -362,5 +363,61 @@ func TestDecodeGenerate(t *testing.T) {
 				t.Fatalf("err %v, decode failed %v, stream %v, inputs %d", err, c.DecodeFail, c.Stream, c.InputCount)
 			}
 		})
+	}
+}
+
+// TestDecodeHTTPColumnarDeepNesting holds TF Serving's columnar decode to a
+// bounded stack: a body of nested '[' as deep as the default capture (1 MiB)
+// must not take a stack frame per level. Under a 64 MiB stack limit the
+// recursive walk died with a fatal stack overflow, which no recover catches;
+// with a capture of 8 MiB it did so under the runtime's default 1 GB limit.
+func TestDecodeHTTPColumnarDeepNesting(t *testing.T) {
+	defer debug.SetMaxStack(debug.SetMaxStack(64 << 20))
+	route := HTTPRoute("POST", "/v1/models/m:predict", record.APITFServing)
+	deep := strings.Repeat("[", 1<<20-16)
+	cases := []struct {
+		name, body string
+		truncated  bool
+		wantDims   int // of the first tensor; -1: no tensor
+	}{
+		{name: "cut open", body: `{"inputs":` + deep, truncated: true, wantDims: -1},
+		{name: "named, cut open", body: `{"inputs":{"a":` + deep, truncated: true, wantDims: 0},
+		{name: "closed", body: `{"inputs":{"a":` + deep[:100] + strings.Repeat("]", 100) + `}}`, wantDims: MaxDims},
+	}
+	for _, tc := range cases {
+		for _, scan := range []bool{false, true} {
+			for _, response := range []bool{false, true} {
+				var c record.Call
+				body := tc.body
+				if response {
+					body = strings.Replace(body, `"inputs"`, `"outputs"`, 1)
+				}
+				var err error
+				switch {
+				case scan && response:
+					err = ScanHTTPResponse(route, jsonType, []byte(body), tc.truncated, &c)
+				case scan:
+					err = ScanHTTPRequest(route, jsonType, []byte(body), tc.truncated, &c)
+				case response:
+					err = DecodeHTTPResponse(route, jsonType, []byte(body), tc.truncated, &c)
+				default:
+					err = DecodeHTTPRequest(route, jsonType, []byte(body), tc.truncated, &c)
+				}
+				if err != nil {
+					t.Errorf("%s scan=%v response=%v: %v", tc.name, scan, response, err)
+				}
+				tensors := c.Inputs
+				if response {
+					tensors = c.Outputs
+				}
+				got := -1
+				if len(tensors) > 0 {
+					got = len(tensors[0].Shape)
+				}
+				if got != tc.wantDims {
+					t.Errorf("%s scan=%v response=%v: first tensor has %d dims, want %d", tc.name, scan, response, got, tc.wantDims)
+				}
+			}
+		}
 	}
 }

@@ -183,19 +183,36 @@ func (w *jsonWalk) shape(what string) (dims []int64, elems int64, done bool, err
 // written as JSON lists. A scalar or an object is a leaf. done says the shape
 // is whole: every array along the way closed.
 func (w *jsonWalk) nestedShape() (dims []int64, done bool, err error) {
+	return w.nestedShapeAt(0)
+}
+
+// nestedShapeAt is nestedShape for a value level arrays deep.
+func (w *jsonWalk) nestedShapeAt(level int) (dims []int64, done bool, err error) {
 	tok, err := w.dec.Token()
 	if err != nil {
 		return nil, false, err
 	}
-	return w.nestedShapeFrom(tok)
+	return w.nestedShapeFromAt(tok, level)
 }
 
 // nestedShapeFrom is nestedShape for a value whose first token was tok.
 func (w *jsonWalk) nestedShapeFrom(tok json.Token) (dims []int64, done bool, err error) {
+	return w.nestedShapeFromAt(tok, 0)
+}
+
+// nestedShapeFromAt is nestedShapeFrom for a value level arrays deep. Past
+// maxDims levels, whose lengths would not be kept, the value is passed over
+// without recursing: a body of a million '[' would otherwise take a stack
+// frame each, hundreds of megabytes of stack for one call, and past the
+// runtime's stack limit a fatal error no recover catches.
+func (w *jsonWalk) nestedShapeFromAt(tok json.Token, level int) (dims []int64, done bool, err error) {
 	switch tok {
 	case json.Delim('{'):
 		return nil, true, w.skipFrom(tok)
 	case json.Delim('['):
+		if level >= maxDims {
+			return nil, true, w.skipFrom(tok)
+		}
 	default:
 		return nil, true, nil
 	}
@@ -205,7 +222,7 @@ func (w *jsonWalk) nestedShapeFrom(tok json.Token) (dims []int64, done bool, err
 			return w.skip()
 		}
 		var err error
-		inner, _, err = w.nestedShape()
+		inner, _, err = w.nestedShapeAt(level + 1)
 		return err
 	})
 	if err != nil {
