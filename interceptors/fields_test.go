@@ -526,6 +526,12 @@ func TestFillFirstAgreesWithScanner(t *testing.T) {
 			{State: tfserving.ModelVersionStatus_UNLOADING}}}, true},
 		{"status response: empty", inferapi.KindTFStatusResponse, &tfserving.GetModelStatusResponse{}, true},
 		{"TorchServe predictions", inferapi.KindTSRequest, tsPredict, false},
+		{"KServe request, long names and a deep shape", inferapi.KindInferRequest, &inference.ModelInferRequest{ModelName: strings.Repeat("ü", 300), ModelVersion: "v" + strings.Repeat("ß", 200),
+			Inputs: []*inference.ModelInferRequest_InferInputTensor{{Name: strings.Repeat("€", 100), Datatype: strings.Repeat("D", 300), Shape: slices.Repeat([]int64{2}, 100)}}}, false},
+		{"KServe response, long names and a deep shape", inferapi.KindInferResponse, &inference.ModelInferResponse{ModelName: strings.Repeat("ü", 300), ModelVersion: "v" + strings.Repeat("ß", 200),
+			Outputs: []*inference.ModelInferResponse_InferOutputTensor{{Name: strings.Repeat("€", 100), Datatype: strings.Repeat("D", 300), Shape: slices.Repeat([]int64{3}, 100)}}}, true},
+		{"KServe stream response, long names", inferapi.KindStreamInferResponse, &inference.ModelStreamInferResponse{InferResponse: &inference.ModelInferResponse{ModelName: strings.Repeat("ü", 300),
+			Outputs: []*inference.ModelInferResponse_InferOutputTensor{{Name: strings.Repeat("€", 100), Shape: slices.Repeat([]int64{3}, 100)}}}}, true},
 		{"TorchServe predictions, long", inferapi.KindTSRequest, &torchserve.PredictionsRequest{ModelName: "m", ModelVersion: strings.Repeat("日本", 100),
 			Input: map[string][]byte{strings.Repeat("k", 300): {1}}}, false},
 	}

@@ -2,6 +2,7 @@ package interceptors
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/stats"
@@ -128,10 +129,13 @@ func grpcCode(err error) string {
 	return record.GRPCCodeName(int(status.FromContextError(err).Code()))
 }
 
+// fillRequest and fillResponse keep of names and shapes what the sidecar's
+// scanner keeps of the same message (inferapi.Label, inferapi.MaxDims): a
+// caller's model name may be megabytes, and it becomes a metric label.
 func fillRequest(c *record.Call, m *inference.ModelInferRequest) {
-	c.Model, c.Version = m.ModelName, m.ModelVersion
+	c.Model, c.Version = inferapi.Label(m.ModelName), inferapi.Label(m.ModelVersion)
 	for i, in := range m.Inputs {
-		t := record.Tensor{Name: in.Name, Datatype: in.Datatype, Shape: in.Shape, Bytes: contentsBytes(in.Contents)}
+		t := record.Tensor{Name: inferapi.Label(in.Name), Datatype: inferapi.Label(in.Datatype), Shape: keptShape(in.Shape), Bytes: contentsBytes(in.Contents)}
 		if i < len(m.RawInputContents) {
 			t.Bytes += int64(len(m.RawInputContents[i]))
 		}
@@ -140,6 +144,16 @@ func fillRequest(c *record.Call, m *inference.ModelInferRequest) {
 		}
 		c.AddInput(t)
 	}
+}
+
+// keptShape is a copy of a message's shape, at most inferapi.MaxDims long:
+// the record outlives the call in the sinks' queue, and must not share the
+// caller's slice.
+func keptShape(shape []int64) []int64 {
+	if len(shape) == 0 {
+		return nil
+	}
+	return slices.Clone(shape[:min(len(shape), inferapi.MaxDims)])
 }
 
 // contentsBytes is the wire size of a tensor's typed contents, as the
@@ -155,13 +169,13 @@ func fillResponse(c *record.Call, m *inference.ModelInferResponse) {
 	// The model and version that answered, where the request named none
 	// (as the sidecar's scanner reads a response).
 	if c.Model == "" {
-		c.Model = m.ModelName
+		c.Model = inferapi.Label(m.ModelName)
 	}
 	if c.Version == "" {
-		c.Version = m.ModelVersion
+		c.Version = inferapi.Label(m.ModelVersion)
 	}
 	for i, out := range m.Outputs {
-		t := record.Tensor{Name: out.Name, Datatype: out.Datatype, Shape: out.Shape, Bytes: contentsBytes(out.Contents)}
+		t := record.Tensor{Name: inferapi.Label(out.Name), Datatype: inferapi.Label(out.Datatype), Shape: keptShape(out.Shape), Bytes: contentsBytes(out.Contents)}
 		if i < len(m.RawOutputContents) {
 			t.Bytes += int64(len(m.RawOutputContents[i]))
 		}
