@@ -382,8 +382,9 @@ func (t *EventTimer) Finish(c *record.Call, disconnected bool) {
 // text — text_output, as the TensorRT-LLM and vLLM backends name it, or
 // another non-empty string output, alone or in an array — is an output
 // event (numbers, such as log probabilities, are not); "error" marks a
-// failure the 200 status could not announce. The stream says nothing of
-// tokens or finish reasons.
+// failure the 200 status could not announce; a finish_reason output (the
+// vLLM backend's, when asked for) is the finish reason, not text. The
+// stream says nothing of tokens.
 func ParseGenerateEvent(data []byte) (OpenAIEvent, error) {
 	var ev OpenAIEvent
 	w := newJSONWalk(bytes.TrimSpace(data))
@@ -396,6 +397,12 @@ func ParseGenerateEvent(data []byte) (OpenAIEvent, error) {
 				ev.Error = true
 			}
 			return w.skip()
+		case "finish_reason":
+			// Triton's vLLM backend (return_finish_reason) sends it on
+			// every response, "None" until the last: a string output that
+			// is no text, or the last response, whose delta is empty when
+			// the model stopped at its end token, would count as a token.
+			return w.generateFinishReason(&ev)
 		}
 		switch w.peek() {
 		case '"':
@@ -412,4 +419,25 @@ func ParseGenerateEvent(data []byte) (OpenAIEvent, error) {
 		return w.skip()
 	})
 	return ev, err
+}
+
+// generateFinishReason reads a generate event's finish_reason output, a
+// string or a one-element array of strings; "None" (Python's str of no
+// reason) is none.
+func (w *jsonWalk) generateFinishReason(ev *OpenAIEvent) error {
+	read := func() error {
+		if w.peek() != '"' {
+			return w.skip()
+		}
+		s, err := w.string("finish_reason")
+		if err == nil && s != "" && s != "None" && ev.FinishReason == "" {
+			ev.FinishReason = s
+		}
+		return err
+	}
+	if w.peek() != '[' {
+		return read()
+	}
+	_, err := w.array("finish_reason", func(int) error { return read() })
+	return err
 }

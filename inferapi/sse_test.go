@@ -197,6 +197,28 @@ func TestEventTimerPendingEvents(t *testing.T) {
 	}
 }
 
+// TestEventTimerGenerateFinishReason: a Triton generate_stream from the
+// vLLM backend asked for return_finish_reason counts its text events only,
+// not the last one that carries the reason and no text, and records the
+// reason.
+func TestEventTimerGenerateFinishReason(t *testing.T) {
+	tm := NewEventTimer(HTTPRoute("POST", "/v2/models/vllm/generate_stream", ""))
+	for i, data := range []string{
+		`{"model_name":"vllm","model_version":"1","text_output":"Hel","finish_reason":"None"}`,
+		`{"model_name":"vllm","model_version":"1","text_output":"lo","finish_reason":"None"}`,
+		`{"model_name":"vllm","model_version":"1","text_output":"","finish_reason":"stop"}`,
+	} {
+		at := time.Duration(i+1) * time.Millisecond
+		tm.Read([]byte("data: "+data+"\n\n"), at)
+		tm.Written(at)
+	}
+	var c record.Call
+	tm.Finish(&c, false)
+	if l := c.LLM; l.ContentEvents != 2 || l.OutputTokens != 2 || l.LastToken != 2*time.Millisecond || l.FinishReason != "stop" {
+		t.Fatalf("LLM %+v, want 2 content events ending at 2ms, finish reason stop", l)
+	}
+}
+
 func TestParseGenerateEvent(t *testing.T) {
 	for _, tc := range []struct {
 		name, data string
@@ -211,6 +233,14 @@ func TestParseGenerateEvent(t *testing.T) {
 		{"numbers in arrays", `{"model_name":"m","output_log_probs":[-0.5,-1.25],"text_output":[""]}`, OpenAIEvent{}, false},
 		{"error", `{"error":"out of memory"}`, OpenAIEvent{Error: true}, false},
 		{"not JSON", `tok`, OpenAIEvent{}, true},
+		// Triton's vLLM backend with return_finish_reason sends
+		// finish_reason on every response: str(None) until the last one,
+		// whose text delta is empty when the model stopped at its EOS.
+		{"vLLM finish_reason None with text", `{"model_name":"vllm","text_output":"Hi","finish_reason":"None"}`, OpenAIEvent{Content: true}, false},
+		{"vLLM finish_reason None, empty text", `{"model_name":"vllm","text_output":"","finish_reason":"None"}`, OpenAIEvent{}, false},
+		{"vLLM last response", `{"model_name":"vllm","text_output":"","finish_reason":"stop"}`, OpenAIEvent{FinishReason: "stop"}, false},
+		{"vLLM last response with text", `{"model_name":"vllm","finish_reason":"length","text_output":"end"}`, OpenAIEvent{Content: true, FinishReason: "length"}, false},
+		{"finish_reason in an array", `{"model_name":"vllm","text_output":[""],"finish_reason":["stop"]}`, OpenAIEvent{FinishReason: "stop"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseGenerateEvent([]byte(tc.data))
