@@ -209,3 +209,70 @@ func TestStreamInterceptorsMatchStreamRequests(t *testing.T) {
 		}
 	}
 }
+
+// decoupledEcho answers ModelInfer too.
+type decoupledEcho struct{ decoupledModel }
+
+func (decoupledEcho) ModelInfer(_ context.Context, r *inference.ModelInferRequest) (*inference.ModelInferResponse, error) {
+	return &inference.ModelInferResponse{ModelName: r.ModelName}, nil
+}
+
+// TestStreamClientInterceptorEndsWithoutDrain: the client stream
+// interceptor records a call that never reads to a non-nil error, as gRPC
+// allows: a stream with one response (client streaming), which grpc-go
+// ends once that response arrives, and a stream the caller cancels instead
+// of draining (a client that stops a generation).
+func TestStreamClientInterceptorEndsWithoutDrain(t *testing.T) {
+	cliRec, cliCol := newRecorder(t)
+	_, cc := serveModel(t, decoupledEcho{}, grpc.EmptyServerOption{}, grpc.WithStreamInterceptor(cliRec.StreamClientInterceptor()))
+
+	// A unary method driven as a client stream: one answer, then the end.
+	desc := &grpc.StreamDesc{StreamName: "ModelInfer", ClientStreams: true}
+	cs, err := cc.NewStream(context.Background(), desc, "/inference.GRPCInferenceService/ModelInfer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.SendMsg(&inference.ModelInferRequest{ModelName: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	var resp inference.ModelInferResponse
+	if err := cs.RecvMsg(&resp); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := inference.NewGRPCInferenceServiceClient(cc).ModelStreamInfer(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(&inference.ModelInferRequest{ModelName: "llm", Id: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	cancel() // and never Recv again
+
+	deadline := time.Now().Add(5 * time.Second)
+	for len(cliCol.all()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cliRec.Close(context.Background())
+	recs := cliCol.all()
+	if len(recs) != 2 {
+		t.Fatalf("%d records, want 2 (the client-streamed call and the cancelled stream)", len(recs))
+	}
+	byMethod := map[string]*record.Call{}
+	for _, r := range recs {
+		byMethod[r.Method] = r
+	}
+	if r := byMethod["infer"]; r == nil || r.Code != "OK" || r.Model != "m" || r.RequestMessages != 1 || r.ResponseMessages != 1 {
+		t.Errorf("client-streamed call: %+v", r)
+	}
+	if r := byMethod["stream_infer"]; r == nil || r.Code != "CANCELLED" || r.ErrorKind != record.ErrClientCancel || r.ResponseMessages != 1 {
+		t.Errorf("cancelled stream: %+v", r)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -280,7 +281,9 @@ func (r *Recorder) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 
 // StreamClientInterceptor records every streaming call a grpc-go client
 // makes. The record is submitted when the stream ends as the client sees it:
-// RecvMsg returned io.EOF or an error.
+// RecvMsg returned io.EOF or an error, the one response of a stream without
+// server streaming arrived, or the call's context ended (a caller may cancel
+// instead of draining the stream, as gRPC allows).
 func (r *Recorder) StreamClientInterceptor() grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		c, rt := r.begin(method)
@@ -292,38 +295,61 @@ func (r *Recorder) StreamClientInterceptor() grpc.StreamClientInterceptor {
 			r.end(ctx, c, err, true)
 			return nil, err
 		}
-		return &clientStream{ClientStream: cs, r: r, c: c, rt: rt, ctx: ctx, t: trackStream(c)}, nil
+		s := &clientStream{ClientStream: cs, r: r, c: c, rt: rt, ctx: ctx, t: trackStream(c), oneResponse: !desc.ServerStreams}
+		s.mu.Lock()
+		s.stop = context.AfterFunc(ctx, s.cancelled)
+		s.mu.Unlock()
+		return s, nil
 	}
 }
 
 type clientStream struct {
 	grpc.ClientStream
-	r    *Recorder
-	c    *record.Call
-	rt   inferapi.Route
-	ctx  context.Context
-	done bool
-	t    *inferapi.StreamTracker // ModelStreamInfer only
+	r   *Recorder
+	c   *record.Call
+	rt  inferapi.Route
+	ctx context.Context
+	t   *inferapi.StreamTracker // ModelStreamInfer only
+	// oneResponse: the method does not stream responses; grpc-go ends the
+	// call when RecvMsg returns its one response, and a caller (generated
+	// CloseAndRecv) calls RecvMsg no more.
+	oneResponse bool
+
+	// mu guards the record and done: SendMsg and RecvMsg may run on two
+	// goroutines, and the context's end on a third (stop's).
+	mu   sync.Mutex
+	done bool        // the record was submitted
+	stop func() bool // unregisters cancelled
 }
 
 func (s *clientStream) SendMsg(m any) error {
 	err := s.ClientStream.SendMsg(m)
 	if err == nil {
-		request(s.c, s.rt, m)
-		trackRequest(s.t, m)
+		s.mu.Lock()
+		if !s.done {
+			request(s.c, s.rt, m)
+			trackRequest(s.t, m)
+		}
+		s.mu.Unlock()
 	}
 	return err
 }
 
 func (s *clientStream) CloseSend() error {
 	err := s.ClientStream.CloseSend()
-	s.c.RequestEnd = since(s.c)
-	s.c.UpstreamSent = s.c.RequestEnd
+	s.mu.Lock()
+	if !s.done {
+		s.c.RequestEnd = since(s.c)
+		s.c.UpstreamSent = s.c.RequestEnd
+	}
+	s.mu.Unlock()
 	return err
 }
 
 func (s *clientStream) RecvMsg(m any) error {
 	err := s.ClientStream.RecvMsg(m)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.done {
 		return err
 	}
@@ -335,9 +361,36 @@ func (s *clientStream) RecvMsg(m any) error {
 		response(s.c, s.rt, m)
 		trackResponse(s.t, m)
 		s.c.ResponseEnd = now
+		if s.oneResponse {
+			s.finish(now, nil)
+		}
 		return nil
 	}
+	if errors.Is(err, io.EOF) {
+		s.finish(now, nil) // the server ended the call with OK
+	} else {
+		s.finish(now, err)
+	}
+	return err
+}
+
+// cancelled ends the record when the call's context ends before the stream
+// did as the caller saw it: the caller cancelled rather than drained it.
+func (s *clientStream) cancelled() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.done {
+		s.finish(since(s.c), s.ctx.Err())
+	}
+}
+
+// finish completes and submits the record, at now, with the call's error
+// (nil: OK). Called with mu held, once.
+func (s *clientStream) finish(now time.Duration, err error) {
 	s.done = true
+	if s.stop != nil {
+		s.stop()
+	}
 	if s.c.FirstByte == 0 {
 		s.c.FirstByte = now
 	}
@@ -349,12 +402,7 @@ func (s *clientStream) RecvMsg(m any) error {
 	if s.t != nil {
 		s.t.Fill(s.c)
 	}
-	if errors.Is(err, io.EOF) {
-		s.r.end(s.ctx, s.c, nil, true)
-	} else {
-		s.r.end(s.ctx, s.c, err, true)
-	}
-	return err
+	s.r.end(s.ctx, s.c, err, true)
 }
 
 // StatsHandler returns a grpc-go stats.Handler over this pipeline, an
