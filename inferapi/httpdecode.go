@@ -95,7 +95,7 @@ func decodeInfer(r Route, h http.Header, body []byte, truncated bool, c *record.
 		if response {
 			err = decodeOpenAIResponse(h, body, truncated, c, scan)
 		} else {
-			err = decodeOpenAIRequest(h, body, truncated, c, scan)
+			err = decodeOpenAIRequest(r.Method, h, body, truncated, c, scan)
 		}
 	}
 	return err

@@ -240,6 +240,7 @@ func TestDecodeHTTPOpenAI(t *testing.T) {
 	chat := HTTPRoute("POST", "/v1/chat/completions", "")
 	completions := HTTPRoute("POST", "/v1/completions", "")
 	embeddings := HTTPRoute("POST", "/v1/embeddings", "")
+	responses := HTTPRoute("POST", "/v1/responses", "")
 	runHTTPCases(t, false, []httpCase{
 		{name: "chat", route: chat, header: jsonType, body: `{"model":"llama-3","messages":[{"role":"user","content":"hi"}],"stream":true}`,
 			want: record.Call{Model: "llama-3", Stream: true, BatchSize: 1}},
@@ -253,6 +254,12 @@ func TestDecodeHTTPOpenAI(t *testing.T) {
 		{name: "prompt tokens cut", route: completions, header: jsonType, body: `{"prompt":[1,2,3`, truncated: true, want: record.Call{BatchSize: 1}},
 		{name: "prompt list cut", route: completions, header: jsonType, body: `{"model":"m","prompt":["a","b`, truncated: true, want: record.Call{Model: "m"}},
 		{name: "embeddings list", route: embeddings, header: jsonType, body: `{"input":["a","b"],"model":"e5"}`, want: record.Call{Model: "e5", BatchSize: 2}},
+		// The Responses API's input is one conversation: a string, or a
+		// list of its items (messages, tool outputs), never a batch.
+		{name: "responses input items", route: responses, header: jsonType, body: `{"model":"gpt","input":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"input_text","text":"hi"}]}],"stream":true}`,
+			want: record.Call{Model: "gpt", Stream: true, BatchSize: 1}},
+		{name: "responses input text", route: responses, header: jsonType, body: `{"input":"hi"}`, want: record.Call{BatchSize: 1}},
+		{name: "responses input cut", route: responses, header: jsonType, body: `{"model":"gpt","input":[{"role":"user","content":"h`, truncated: true, want: record.Call{Model: "gpt", BatchSize: 1}},
 		{name: "malformed", route: chat, header: jsonType, body: `{"model":}`, wantErr: true},
 		{name: "model not a string", route: chat, header: jsonType, body: `{"model":1}`, wantErr: true},
 		{name: "multipart is not parsed", route: chat, header: http.Header{"Content-Type": {"multipart/form-data; boundary=x"}}, body: `--x`},

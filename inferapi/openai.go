@@ -10,8 +10,9 @@ import (
 
 // decodeOpenAIRequest reads an OpenAI-compatible request: the model, whether
 // the response streams, and the batch: 1, or the number of prompts (inputs
-// for embeddings) when a list of them is sent.
-func decodeOpenAIRequest(h http.Header, body []byte, truncated bool, c *record.Call, scan bool) error {
+// for embeddings) when a list of them is sent. The Responses API's input
+// (method) is one conversation, its list the conversation's items: batch 1.
+func decodeOpenAIRequest(method string, h http.Header, body []byte, truncated bool, c *record.Call, scan bool) error {
 	if kindOf(h, body) != bodyJSON || len(body) == 0 {
 		return nil
 	}
@@ -31,6 +32,9 @@ func decodeOpenAIRequest(h http.Header, body []byte, truncated bool, c *record.C
 			}
 			return w.skipFrom(tok)
 		case "prompt", "input":
+			if method == MethodResponses {
+				return w.skip()
+			}
 			var err error
 			batch, err = w.prompts()
 			return err
