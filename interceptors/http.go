@@ -167,7 +167,11 @@ type recordingWriter struct {
 }
 
 func (w *recordingWriter) WriteHeader(code int) {
-	if w.status == 0 {
+	// An informational status (103 Early Hints) goes ahead of the answer,
+	// which may follow with any status and Content-Type: it is neither the
+	// call's status nor its first byte. 101 is final: the connection
+	// switches.
+	if informational := code >= 100 && code < 200 && code != http.StatusSwitchingProtocols; w.status == 0 && !informational {
 		w.status = code
 		w.c.FirstByte = since(w.c)
 		if w.route.Generative() && inferapi.IsEventStream(w.Header().Get("Content-Type")) {

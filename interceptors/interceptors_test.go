@@ -515,3 +515,51 @@ func TestHTTPMiddlewareStatusReadiness(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPMiddlewareInformational: a 1xx the handler sends ahead of its
+// answer (103 Early Hints) is not the call's status, nor the moment the
+// answer's kind is known: the record has the final status, and an event
+// stream after it is timed.
+func TestHTTPMiddlewareInformational(t *testing.T) {
+	col := &collector{}
+	p := record.NewPipeline(16, col, nil)
+	h := HTTP(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		if r.URL.Path == "/v1/chat/completions" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\ndata: [DONE]\n\n"))
+			return
+		}
+		w.WriteHeader(http.StatusTeapot)
+	}), p, "")
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for _, path := range []string{"/v2/models/mlp/infer", "/v1/chat/completions"} {
+		res, err := http.Post(srv.URL+path, "application/json", strings.NewReader(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+	}
+	srv.Close()
+	p.Close()
+	recs := col.all()
+	if len(recs) != 2 {
+		t.Fatalf("%d records", len(recs))
+	}
+	for _, c := range recs {
+		switch c.Method {
+		case "infer":
+			if c.Code != "418" {
+				t.Errorf("infer: code %s, want 418", c.Code)
+			}
+		case "chat_completions":
+			if c.Code != "200" || c.LLM == nil || c.LLM.ContentEvents != 1 {
+				t.Errorf("chat: code %s, LLM %+v; want 200 and one content event", c.Code, c.LLM)
+			}
+		}
+	}
+}
