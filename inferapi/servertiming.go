@@ -21,12 +21,20 @@ const (
 const StageSourceServerTiming = "server-timing"
 
 // ParseServerTiming appends to dst a stage for each W3C Server-Timing entry
-// (`name;dur=12.3;desc="x", other;dur=4`) in the header values, at most 16.
+// (`name;dur=12.3;desc="x", other;dur=4`) in the header values, until dst
+// holds 16 Server-Timing stages: the bound is the record's, whether a front
+// passes all values at once or calls once per header field (the HTTP/2
+// plane), or for headers and then trailers (gRPC).
 // Durations are milliseconds; entries without a usable dur are skipped, as is
 // anything malformed. Names are cut to 32 bytes of [A-Za-z0-9_.-], other
 // bytes becoming '_'.
 func ParseServerTiming(values []string, dst []record.Stage) []record.Stage {
 	added := 0
+	for _, st := range dst {
+		if st.Source == StageSourceServerTiming {
+			added++
+		}
+	}
 	for _, v := range values {
 		for len(v) > 0 && added < maxStages {
 			var entry string

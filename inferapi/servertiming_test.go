@@ -59,3 +59,23 @@ func TestParseServerTimingAppends(t *testing.T) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
 }
+
+// TestParseServerTimingBoundAcrossCalls: the bound holds per record, however
+// a front hands the header over: the HTTP/2 plane parses each Server-Timing
+// field on its own, and a gRPC call has headers and trailers. Stages of
+// other sources do not count against it.
+func TestParseServerTimingBoundAcrossCalls(t *testing.T) {
+	stages := []record.Stage{{Name: "queue", Duration: time.Second, Source: "other"}}
+	for range 1000 {
+		stages = ParseServerTiming([]string{"a;dur=1, b;dur=2, c;dur=3"}, stages)
+	}
+	n := 0
+	for _, s := range stages {
+		if s.Source == StageSourceServerTiming {
+			n++
+		}
+	}
+	if n != maxStages || stages[0].Source != "other" || len(stages) != maxStages+1 {
+		t.Errorf("%d stages, %d from Server-Timing; want %d and the other source's first", len(stages), n, maxStages)
+	}
+}
