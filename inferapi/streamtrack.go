@@ -1,6 +1,7 @@
 package inferapi
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -42,9 +43,12 @@ func WatchStream(start time.Time, req, resp *GRPCScanner) *StreamTracker {
 // decoded messages (the gRPC interceptors); start is the call's.
 func NewStreamTracker(start time.Time) *StreamTracker { return &StreamTracker{start: start} }
 
-// Request notes a request message with its id, arrived now.
+// Request notes a request message with its id, arrived now. The id is kept
+// to its first maxID bytes, as InferRequestHead reads it, whoever calls:
+// a front that hands over decoded messages passes the caller's id whole.
 func (t *StreamTracker) Request(id string) {
 	at := time.Since(t.start)
+	id = clipIDString(id)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.reqs) >= record.MaxStreamRequests {
@@ -60,6 +64,7 @@ func (t *StreamTracker) Request(id string) {
 // failed and is not counted as one of its responses).
 func (t *StreamTracker) Response(id string, final, failed bool) {
 	at := time.Since(t.start)
+	id = clipIDString(id) // compared with the requests' clipped ids
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := t.match(id)
@@ -107,4 +112,13 @@ func (t *StreamTracker) Fill(c *record.Call) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c.StreamRequests, c.StreamRequestsDropped = t.reqs, t.dropped
+}
+
+// clipIDString is clipID for an id read from a decoded message: a copy, so
+// that the record does not hold the message's whole string.
+func clipIDString(id string) string {
+	if len(id) > maxID {
+		return strings.Clone(id[:maxID])
+	}
+	return id
 }

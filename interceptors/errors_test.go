@@ -3,6 +3,7 @@ package interceptors
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -274,5 +275,48 @@ func TestStreamClientInterceptorEndsWithoutDrain(t *testing.T) {
 	}
 	if r := byMethod["stream_infer"]; r == nil || r.Code != "CANCELLED" || r.ErrorKind != record.ErrClientCancel || r.ResponseMessages != 1 {
 		t.Errorf("cancelled stream: %+v", r)
+	}
+}
+
+// TestStreamInterceptorsClipRequestIDs: the interceptors keep of a stream
+// request's id what the sidecar's scanner keeps (128 bytes): a caller's id
+// goes into records and traces, once per request.
+func TestStreamInterceptorsClipRequestIDs(t *testing.T) {
+	srvRec, srvCol := newRecorder(t)
+	cliRec, cliCol := newRecorder(t)
+	g, cc := serveModel(t, decoupledModel{}, grpc.StreamInterceptor(srvRec.StreamServerInterceptor()),
+		grpc.WithStreamInterceptor(cliRec.StreamClientInterceptor()))
+	s, err := inference.NewGRPCInferenceServiceClient(cc).ModelStreamInfer(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"a" + strings.Repeat("x", 100<<10), "b" + strings.Repeat("x", 100<<10)}
+	for _, id := range ids {
+		if err := s.Send(&inference.ModelInferRequest{ModelName: "llm", Id: id}); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if _, err := s.Recv(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s.CloseSend()
+	if _, err := s.Recv(); err == nil {
+		t.Fatal("a response after the last")
+	}
+	g.GracefulStop()
+	srvRec.Close(context.Background())
+	cliRec.Close(context.Background())
+	for side, col := range map[string]*collector{"server": srvCol, "client": cliCol} {
+		recs := col.all()
+		if len(recs) != 1 || len(recs[0].StreamRequests) != 2 {
+			t.Fatalf("%s: records %+v", side, recs)
+		}
+		for i, r := range recs[0].StreamRequests {
+			if r.ID != ids[i][:128] || r.Responses != 2 || !r.Final {
+				t.Errorf("%s: request %d: id of %d bytes, %d responses, final %v; want the first 128 bytes, 2, final", side, i, len(r.ID), r.Responses, r.Final)
+			}
+		}
 	}
 }
