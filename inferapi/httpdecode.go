@@ -112,7 +112,9 @@ const (
 
 // kindOf reads Content-Type (and Content-Encoding: a compressed body cannot
 // be read from a prefix). A body without a Content-Type counts as JSON when
-// it looks like it.
+// it looks like it, and so does one sent as a form: curl -d's default type,
+// with which TF Serving's, KServe's and Triton's own examples post JSON that
+// the servers read as JSON.
 func kindOf(h http.Header, body []byte) bodyKind {
 	if encoded(h) {
 		return bodyOpaque
@@ -124,7 +126,7 @@ func kindOf(h http.Header, body []byte) bodyKind {
 		return bodyJSON
 	case media == "text/event-stream":
 		return bodyEventStream
-	case media == "":
+	case media == "", media == "application/x-www-form-urlencoded":
 		if b := bytes.TrimLeft(body, " \t\r\n"); len(b) > 0 && b[0] == '{' {
 			return bodyJSON
 		}

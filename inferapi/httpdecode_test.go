@@ -18,6 +18,7 @@ var (
 	jsonType  = http.Header{"Content-Type": {"application/json"}}
 	octetType = http.Header{"Content-Type": {"application/octet-stream"}}
 	sseType   = http.Header{"Content-Type": {"text/event-stream; charset=utf-8"}}
+	curlType  = http.Header{"Content-Type": {"application/x-www-form-urlencoded"}} // curl -d's default
 )
 
 // binaryBody builds a KServe v2 binary-extension body and its headers.
@@ -164,6 +165,7 @@ func TestDecodeHTTPRequestKServeV2(t *testing.T) {
 		{name: "dynamic or overflowing shape", route: infer, header: jsonType, body: `{"inputs":[{"name":"a","shape":[-1,3],"datatype":"FP32"},{"name":"b","shape":[4611686018427387904,4],"datatype":"FP32"}]}`,
 			want: record.Call{InputCount: 2, Inputs: []record.Tensor{{Name: "a", Datatype: "FP32", Shape: []int64{-1, 3}}, {Name: "b", Datatype: "FP32", Shape: []int64{1 << 62, 4}}}}},
 		{name: "more tensors than kept", route: infer, header: jsonType, body: many.String(), want: manyWant},
+		{name: "curl -d", route: infer, header: curlType, body: full, want: two},
 		{name: "binary extension", route: infer, header: binH, body: bin, want: bin1},
 		{name: "binary extension cut in the raw part", route: infer, header: binH, body: bin[:len(binHeader)+3], truncated: true, want: bin1},
 		{name: "binary extension cut in the JSON header", route: infer, header: binH, body: bin[:strings.Index(binHeader, `"b"`)], truncated: true,
@@ -224,6 +226,10 @@ func TestDecodeHTTPKServeV1AndTFServing(t *testing.T) {
 		{name: "examples", route: classify, header: jsonType, body: `{"examples":[{"x":1},{"x":2}]}`, want: record.Call{BatchSize: 2}},
 		{name: "instances not a list", route: predict, header: jsonType, body: `{"instances":{}}`, wantErr: true},
 		{name: "octet-stream", route: predict, header: octetType, body: instances},
+		// curl -d, as TF Serving's and KServe's examples post, sends JSON
+		// as application/x-www-form-urlencoded; the servers read it as JSON.
+		{name: "curl -d", route: predict, header: curlType, body: `{"instances": [1.0, 2.0, 5.0]}`, want: record.Call{BatchSize: 3}},
+		{name: "curl -d, not JSON", route: predict, header: curlType, body: `instances=1`},
 	})
 	runHTTPCases(t, true, []httpCase{
 		{name: "predictions", route: predict, header: jsonType, body: `{"predictions":[[0.1,0.9],[0.8,0.2]]}`, want: record.Call{OutputCount: 2}},
@@ -356,6 +362,7 @@ func TestDecodeGenerate(t *testing.T) {
 	}{
 		{"request", jsonH, `{"text_input":"hi","parameters":{"stream":true,"max_tokens":8}}`, false, false, false},
 		{"malformed request", jsonH, `{"text_input":"hi",`, false, true, false},
+		{"malformed request, curl -d", curlType, `{"text_input":"hi",`, false, true, false},
 		{"whole answer", jsonH, `{"model_name":"llama","text_output":"hello"}`, true, false, false},
 		{"streamed answer", http.Header{"Content-Type": {"text/event-stream; charset=utf-8"}}, "data: {\"text_output\":\"he\"}\n\n", true, false, true},
 	} {
