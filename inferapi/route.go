@@ -212,6 +212,13 @@ func HTTPRoute(method, path, hint string) Route {
 			return v1ModelsRoute(method, segs[2:], hint)
 		}
 		return openAIRoute(segs[1:])
+	case "openai":
+		// KServe's Hugging Face (vLLM) runtime serves the OpenAI API
+		// under /openai by default (KSERVE_OPENAI_ROUTE_PREFIX), apart
+		// from its v1 protocol's /v1/models.
+		if len(segs) >= 2 && segs[1] == "v1" {
+			return openAIRoute(segs[2:])
+		}
 	case "predictions", "explanations":
 		return torchServeRoute(segs)
 	case "ping":

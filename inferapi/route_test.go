@@ -146,6 +146,13 @@ func TestHTTPRoute(t *testing.T) {
 		{"GET", "/v1/responses/resp_123", "", unknownRoute}, // a stored response read back, not a generation
 		{"POST", "/v1/chat/completions/", "", Route{API: record.APIOpenAI, Method: MethodChatCompletions, Infer: true}},
 		{"POST", "/v1/audio/speech", "", unknownRoute},
+		// KServe's Hugging Face runtime serves them under /openai by default.
+		{"POST", "/openai/v1/chat/completions", "", Route{API: record.APIOpenAI, Method: MethodChatCompletions, Infer: true}},
+		{"POST", "/openai/v1/completions", "", Route{API: record.APIOpenAI, Method: MethodCompletions, Infer: true}},
+		{"POST", "/openai/v1/embeddings", "", Route{API: record.APIOpenAI, Method: MethodEmbeddings, Infer: true}},
+		{"GET", "/openai/v1/models", "", unknownRoute},
+		{"POST", "/openai/v2/models/m/infer", "", unknownRoute},
+		{"POST", "/openai", "", unknownRoute},
 
 		// Unknown.
 		{"GET", "/", "", unknownRoute},
