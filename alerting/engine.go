@@ -66,9 +66,10 @@ type Options struct {
 const maxResolved = 100
 
 // Engine is the sidecar's live alerting: a record.Sink feeding window
-// statistics, and at each window's close the four rules per model, their
-// alerts, the gauges and the notifiers. Observe runs on the pipeline
-// goroutine; Tick (or Run) on the owner's; Stats and Alerts on any.
+// statistics, and at each window's close the window rules per model (the
+// seed's four and the TTFT SLO), their alerts, the gauges and the
+// notifiers. Observe runs on the pipeline goroutine; Tick (or Run) on the
+// owner's; Stats and Alerts on any.
 type Engine struct {
 	o        Options
 	stats    *windowstats.Stats
