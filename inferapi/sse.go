@@ -340,6 +340,11 @@ func (t *EventTimer) Read(p []byte, at time.Duration) {
 		if ev.FinishReason != "" {
 			t.llm.FinishReason = ev.FinishReason
 		}
+		if ev.Error {
+			// The status was sent long ago: this event is the only sign
+			// the generation failed.
+			t.llm.Error = true
+		}
 		if ev.Server != (ServerLLMTimes{}) {
 			t.server = ev.Server
 		}
@@ -372,6 +377,10 @@ func (t *EventTimer) Finish(c *record.Call, disconnected bool) {
 	l.Disconnected = disconnected
 	if !t.usage {
 		l.OutputTokens, l.TokensEstimated = l.ContentEvents, true
+	}
+	if l.Error {
+		// However the stream went before, it ended in the error.
+		l.FinishReason = "error"
 	}
 	c.LLM = &l
 	c.Stages = t.server.Stages(c.Stages, StageSourceVLLM)

@@ -250,3 +250,52 @@ func TestParseGenerateEvent(t *testing.T) {
 		})
 	}
 }
+
+// TestEventTimerMidStreamError: a generation that fails after its 200 —
+// an OpenAI error chunk, a Responses API response.failed or error event, a
+// Triton generate_stream error — is recorded as failed: finish reason
+// "error", and the call counts as failed, though its code stays 200.
+func TestEventTimerMidStreamError(t *testing.T) {
+	for _, tc := range []struct {
+		name, path string
+		events     []string
+	}{
+		{"chat error chunk", "/v1/chat/completions", []string{
+			`{"choices":[{"index":0,"delta":{"content":"Hel"}}]}`,
+			`{"error":{"object":"error","message":"engine dead","type":"InternalServerError","code":500}}`,
+		}},
+		{"responses failed", "/v1/responses", []string{
+			`{"type":"response.output_text.delta","delta":"Hi"}`,
+			`{"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"boom"}}}`,
+		}},
+		{"responses error", "/v1/responses", []string{
+			`{"type":"error","code":"ERR_SOMETHING","message":"boom"}`,
+		}},
+		{"generate error", "/v2/models/llm/generate_stream", []string{
+			`{"model_name":"llm","model_version":"1","text_output":"Hel"}`,
+			`{"error":"in ensemble 'llm': failed to execute"}`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tm := NewEventTimer(HTTPRoute("POST", tc.path, ""))
+			for i, data := range tc.events {
+				at := time.Duration(i+1) * time.Millisecond
+				tm.Read([]byte("data: "+data+"\n\n"), at)
+				tm.Written(at)
+			}
+			c := record.Call{Protocol: record.ProtocolHTTP, Code: "200"}
+			tm.Finish(&c, false)
+			if c.LLM.FinishReason != "error" || !c.Failed() {
+				t.Fatalf("finish reason %q, failed %v; want error, true", c.LLM.FinishReason, c.Failed())
+			}
+		})
+	}
+	// A stream that ends well is no failure.
+	tm := NewEventTimer(HTTPRoute("POST", "/v1/chat/completions", ""))
+	tm.Read([]byte(`data: {"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"stop"}]}`+"\n\n"), time.Millisecond)
+	c := record.Call{Protocol: record.ProtocolHTTP, Code: "200"}
+	tm.Finish(&c, false)
+	if c.LLM.FinishReason != "stop" || c.Failed() {
+		t.Fatalf("finish reason %q, failed %v; want stop, false", c.LLM.FinishReason, c.Failed())
+	}
+}

@@ -31,7 +31,9 @@ var rateBuckets = func() []float64 {
 
 // finishReasons are the finish_reason values kept as label values; any
 // other is "other" (the value comes from the server and must stay bounded).
-var finishReasons = map[string]bool{"stop": true, "length": true, "tool_calls": true, "content_filter": true, "function_call": true}
+// "error" is a generation that failed mid-stream (record.LLM.Error), as
+// for a ModelStreamInfer request answered with error_message.
+var finishReasons = map[string]bool{"stop": true, "length": true, "tool_calls": true, "content_filter": true, "function_call": true, "error": true}
 
 // llmSeries are the LLM metrics of one model and version, made on the first
 // generative call. Counters keyed by a label value come from the Set's

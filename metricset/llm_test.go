@@ -134,3 +134,20 @@ func TestObserveStreamRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestObserveLLMMidStreamError: a generation that failed after its 200
+// (record.LLM.Error, finish reason "error") counts as reason="error", the
+// value docs/metrics.md names, not "other".
+func TestObserveLLMMidStreamError(t *testing.T) {
+	s := New(Options{})
+	s.Observe(&record.Call{
+		Start: time.Now(), End: 50 * ms, Protocol: record.ProtocolHTTP, API: record.APIOpenAI,
+		Method: "chat_completions", Model: "llama", Code: "200",
+		LLM: &record.LLM{Streamed: true, Error: true, FinishReason: "error"},
+	})
+	e := scrape(t, s)
+	m := map[string]string{"model": "llama", "version": "unknown"}
+	if got := e.value("inferwatch_llm_finish_total", with(m, "reason", "error")); got != 1 {
+		t.Fatalf(`inferwatch_llm_finish_total{reason="error"} = %v, want 1`, got)
+	}
+}

@@ -25,8 +25,14 @@ type LLM struct {
 	// TokensEstimated says OutputTokens was counted from content events,
 	// the server having sent no usage (stream_options.include_usage unset).
 	TokensEstimated bool
-	FinishReason    string
-	Streamed        bool // server-sent events; false for a whole JSON answer
+	// FinishReason is the server's finish_reason, or "error" when Error.
+	FinishReason string
+	// Error: the stream carried an error event after its 200 status (an
+	// OpenAI error chunk, a Responses API error or response.failed event,
+	// a Triton generate error): the generation failed, which the status
+	// could no longer say. Call.Failed counts it.
+	Error    bool
+	Streamed bool // server-sent events; false for a whole JSON answer
 	// Whole, for an answer that was not streamed: the request handed over
 	// until the answer's last byte from the upstream.
 	Whole time.Duration

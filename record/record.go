@@ -274,9 +274,13 @@ func (c *Call) Control() bool {
 	return false
 }
 
-// Failed reports whether the call ended in an error of either side.
+// Failed reports whether the call ended in an error of either side,
+// including a generation the upstream failed mid-stream, after its status.
 func (c *Call) Failed() bool {
 	if c.ErrorKind != ErrNone && c.ErrorKind != ErrDecode {
+		return true
+	}
+	if c.LLM != nil && c.LLM.Error {
 		return true
 	}
 	switch c.Protocol {

@@ -53,6 +53,8 @@ func TestFailed(t *testing.T) {
 		{Call{Protocol: ProtocolHTTP, Code: "404"}, false},
 		{Call{Protocol: ProtocolHTTP, Code: "502", ErrorKind: ErrUpstreamUnavailable}, true},
 		{Call{Protocol: ProtocolHTTP, Code: "200", ErrorKind: ErrDecode}, false},
+		{Call{Protocol: ProtocolHTTP, Code: "200", LLM: &LLM{Streamed: true, FinishReason: "stop"}}, false},
+		{Call{Protocol: ProtocolHTTP, Code: "200", LLM: &LLM{Streamed: true, Error: true, FinishReason: "error"}}, true},
 	}
 	for _, tt := range tests {
 		if got := tt.c.Failed(); got != tt.want {
