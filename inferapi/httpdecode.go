@@ -93,7 +93,7 @@ func decodeInfer(r Route, h http.Header, body []byte, truncated bool, c *record.
 		err = decodeV1(h, body, truncated, c, response, scan)
 	case record.APIOpenAI:
 		if response {
-			err = decodeOpenAIResponse(h, body, truncated, c, scan)
+			err = decodeOpenAIResponse(r.Method, h, body, truncated, c, scan)
 		} else {
 			err = decodeOpenAIRequest(r.Method, h, body, truncated, c, scan)
 		}

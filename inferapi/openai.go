@@ -84,8 +84,10 @@ func (w *jsonWalk) prompts() (int, error) {
 
 // decodeOpenAIResponse reads the model from an OpenAI-compatible response:
 // a JSON body, or the first event of a server-sent event stream, which also
-// marks the call streaming.
-func decodeOpenAIResponse(h http.Header, body []byte, truncated bool, c *record.Call, scan bool) error {
+// marks the call streaming. A whole generation's usage and finish reason
+// make its LLM record; an embeddings answer's usage does not: it generated
+// nothing, and would only put its latency among the generations' e2e.
+func decodeOpenAIResponse(method string, h http.Header, body []byte, truncated bool, c *record.Call, scan bool) error {
 	switch kindOf(h, body) {
 	case bodyJSON:
 	case bodyEventStream:
@@ -101,7 +103,7 @@ func decodeOpenAIResponse(h http.Header, body []byte, truncated bool, c *record.
 	if len(body) == 0 {
 		return nil
 	}
-	whole := !c.Stream
+	whole := !c.Stream && method != MethodEmbeddings
 	var ev OpenAIEvent
 	w := newJSONWalk(body).scanning(scan)
 	err := w.object("body", func(key string) error {

@@ -58,10 +58,10 @@ type Route struct {
 var unknownRoute = Route{API: record.APIUnknown, Method: MethodUnknown}
 
 // Generative says the route runs a text generation whose event stream is
-// timed token by token (EventTimer): an OpenAI-compatible route, or
-// Triton's generate extension.
+// timed token by token (EventTimer): an OpenAI-compatible route other than
+// embeddings (which generate nothing), or Triton's generate extension.
 func (r Route) Generative() bool {
-	return r.API == record.APIOpenAI || r.Method == MethodGenerate || r.Method == MethodGenerateStream
+	return r.API == record.APIOpenAI && r.Method != MethodEmbeddings || r.Method == MethodGenerate || r.Method == MethodGenerateStream
 }
 
 // ReadsBody says an HTTP call's bodies go to the decoders (a front

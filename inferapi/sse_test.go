@@ -299,3 +299,23 @@ func TestEventTimerMidStreamError(t *testing.T) {
 		t.Fatalf("finish reason %q, failed %v; want stop, false", c.LLM.FinishReason, c.Failed())
 	}
 }
+
+// TestEmbeddingsAreNoGeneration: an embeddings answer carries usage (its
+// prompt tokens) but generates nothing: it is no LLM call, so it feeds no
+// inferwatch_llm_* series (e2e, prompt tokens) that docs/metrics.md keeps
+// to completions, chat, responses and generate.
+func TestEmbeddingsAreNoGeneration(t *testing.T) {
+	h := http.Header{"Content-Type": {"application/json"}}
+	body := `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,-0.2]}],"model":"bge","usage":{"prompt_tokens":8,"total_tokens":8}}`
+	c := record.Call{UpstreamSent: time.Millisecond, ResponseEnd: 9 * time.Millisecond}
+	r := HTTPRoute("POST", "/v1/embeddings", "")
+	if err := DecodeHTTPResponse(r, h, []byte(body), false, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Model != "bge" || c.LLM != nil {
+		t.Fatalf("model %q, LLM %+v; want bge and no LLM record", c.Model, c.LLM)
+	}
+	if r.Generative() {
+		t.Error("an embeddings route is not generative")
+	}
+}
