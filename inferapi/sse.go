@@ -159,7 +159,14 @@ func ParseOpenAIEvent(data []byte) (OpenAIEvent, error) {
 		case "type": // the Responses API names each event
 			t, err := w.string(key)
 			switch t {
-			case "response.output_text.delta", "response.reasoning_text.delta", "response.function_call_arguments.delta", "response.refusal.delta":
+			// The deltas of what the model generates: text, reasoning
+			// (vLLM's reasoning_text, OpenAI's reasoning summary), tool
+			// arguments, a refusal, audio and its transcript (the
+			// Responses API spells it audio.transcript, unlike Realtime's
+			// audio_transcript).
+			case "response.output_text.delta", "response.reasoning_text.delta", "response.reasoning_summary_text.delta",
+				"response.function_call_arguments.delta", "response.custom_tool_call_input.delta", "response.refusal.delta",
+				"response.audio.delta", "response.audio.transcript.delta":
 				ev.Content = true
 			case "error", "response.failed":
 				ev.Error = true
