@@ -34,8 +34,11 @@ type PollOptions struct {
 // older one): polling stops, the calls passing through still count.
 var errNoIndex = errors.New("upstream has no model repository index")
 
-// maxIndexBody bounds the REST index answer.
-const maxIndexBody = 8 << 20
+// maxIndexBody bounds the bytes one poll reads of the index answer, REST
+// or gRPC (whose default 4 MiB receive limit a repository of some 50 000
+// models passes). The REST answer is read entry by entry, so memory holds
+// one entry and the models the tracker follows, not the answer.
+const maxIndexBody = 64 << 20
 
 // Poller asks the upstream for its repository index (Triton's model
 // repository extension) every interval and tells the Tracker which models
@@ -69,7 +72,8 @@ func (t *Tracker) NewPoller(o PollOptions) (*Poller, error) {
 		if o.TLS != nil {
 			creds = credentials.NewTLS(o.TLS)
 		}
-		conn, err := grpc.NewClient(o.GRPCAddr, grpc.WithTransportCredentials(creds))
+		conn, err := grpc.NewClient(o.GRPCAddr, grpc.WithTransportCredentials(creds),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxIndexBody)))
 		if err != nil {
 			return nil, fmt.Errorf("modelload: gRPC client for %q: %w", o.GRPCAddr, err)
 		}
@@ -85,7 +89,9 @@ func (t *Tracker) NewPoller(o PollOptions) (*Poller, error) {
 			}
 			out := map[string]bool{}
 			for _, m := range resp.GetModels() {
-				out[m.GetName()] = out[m.GetName()] || m.GetState() == "READY"
+				if t.follows(m.GetName()) {
+					out[m.GetName()] = out[m.GetName()] || m.GetState() == "READY"
+				}
 			}
 			return out, nil
 		}
@@ -106,30 +112,59 @@ func (t *Tracker) NewPoller(o PollOptions) (*Poller, error) {
 			return nil, err
 		}
 		defer resp.Body.Close()
-		body, err := io.ReadAll(io.LimitReader(resp.Body, maxIndexBody))
-		if err != nil {
-			return nil, fmt.Errorf("read index: %w", err)
-		}
 		switch {
 		case resp.StatusCode >= 400 && resp.StatusCode < 500:
 			return nil, errNoIndex // 404, 405, 400: not a server with the extension
 		case resp.StatusCode != http.StatusOK:
 			return nil, fmt.Errorf("index: status %d", resp.StatusCode)
 		}
-		var index []struct {
+		return t.readIndex(&io.LimitedReader{R: resp.Body, N: maxIndexBody + 1})
+	}
+	return p, nil
+}
+
+// readIndex reads a REST repository index, [{"name", "state", ...}, ...],
+// one entry at a time, keeping the models t follows. An answer that is no
+// JSON array of objects is errNoIndex; one cut short (past maxIndexBody,
+// or by the connection) is an index that failed to arrive, and polling goes
+// on.
+func (t *Tracker) readIndex(r *io.LimitedReader) (map[string]bool, error) {
+	dec := json.NewDecoder(r)
+	failed := func(err error) error {
+		var typeErr *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &typeErr):
+			return fmt.Errorf("%w: the answer is not an index: %v", errNoIndex, err)
+		case r.N <= 0:
+			return fmt.Errorf("index answer over %d MiB, not read: %w", maxIndexBody>>20, err)
+		}
+		return fmt.Errorf("read index: %w", err)
+	}
+	tok, err := dec.Token()
+	var syntaxErr *json.SyntaxError
+	if errors.Is(err, io.EOF) || errors.As(err, &syntaxErr) || err == nil && tok != json.Delim('[') {
+		return nil, fmt.Errorf("%w: the answer is not an index (%v)", errNoIndex, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read index: %w", err)
+	}
+	out := map[string]bool{}
+	for dec.More() {
+		var m struct {
 			Name  string `json:"name"`
 			State string `json:"state"`
 		}
-		if err := json.Unmarshal(body, &index); err != nil {
-			return nil, fmt.Errorf("%w: the answer is not an index: %v", errNoIndex, err)
+		if err := dec.Decode(&m); err != nil {
+			return nil, failed(err)
 		}
-		out := map[string]bool{}
-		for _, m := range index {
+		if t.follows(m.Name) {
 			out[m.Name] = out[m.Name] || m.State == "READY"
 		}
-		return out, nil
 	}
-	return p, nil
+	if _, err := dec.Token(); err != nil {
+		return nil, failed(err)
+	}
+	return out, nil
 }
 
 // Poll asks once and hands the answer to the Tracker.

@@ -263,6 +263,15 @@ func (t *Tracker) readyAnswer(m *model, c *record.Call, name string) {
 // observeIndex takes a poll of the upstream's repository index that began
 // at start and ended at end: which models are ready. Models no call has
 // named are passed over.
+// follows says a call has named the raw model name: only such models'
+// index entries are kept (observeIndex would skip the others anyway).
+func (t *Tracker) follows(raw string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.known[raw]
+	return ok
+}
+
 func (t *Tracker) observeIndex(ready map[string]bool, start, end time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
