@@ -154,12 +154,20 @@ func (p *Poller) PollOnce(ctx context.Context) error {
 	interval := now.Sub(p.prevTime)
 	snap := make([]ModelStats, 0, len(cur))
 	for k, c := range cur {
-		// A model never seen before was loaded since the baseline: all
-		// of its counts are new.
-		d, reset := c, false
-		if old, ok := p.prev[k]; ok {
-			d, reset = sub(c, old)
+		old, ok := p.prev[k]
+		if !ok {
+			// A model never seen before was loaded since the baseline:
+			// all of its counts are new, but added in the poll that made
+			// its series they would be its first sample, which increase()
+			// and rate() take as the start, not as growth. Like the
+			// baseline's, its series shows zero for one interval; its
+			// counts so far are added at the next poll, as growth from a
+			// zero it is remembered at.
+			p.exp.handles(k)
+			cur[k] = counters{}
+			continue
 		}
+		d, reset := sub(c, old)
 		p.exp.handles(k).add(d)
 		snap = append(snap, newModelStats(k, interval, d, reset))
 	}

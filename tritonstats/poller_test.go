@@ -140,17 +140,30 @@ func TestPollHTTPDeltas(t *testing.T) {
 			want:    map[string]float64{"inferwatch_triton_poll_errors_total": 3},
 		},
 		{
-			name:   "counter going backwards is a restart: the new value is the delta; a new model counts in full",
+			name:   "counter going backwards is a restart: the new value is the delta; a new model's series starts at zero",
 			status: 200,
 			body:   `{"model_stats":[{"name":"resnet","version":"1","inference_count":30,"execution_count":10,"inference_stats":{"success":{"count":30,"ns":600000000}}},{"name":"bert","version":2,"inference_count":5,"inference_stats":{"success":{"count":5,"ns":"50000000"}}}]}`,
 			want: map[string]float64{
 				perModel("inference_count_total", "resnet", "1"):          130,
 				perModel("execution_count_total", "resnet", "1"):          30,
 				stage("resnet", "1", "duration_seconds_total", "success"): 2.6,
-				perModel("inference_count_total", "bert", "2"):            5,
-				stage("bert", "2", "duration_seconds_total", "success"):   0.05,
+				perModel("inference_count_total", "bert", "2"):            0,
+				stage("bert", "2", "duration_seconds_total", "success"):   0,
 			},
-			snap: map[string]uint64{"bert/2": 5, "resnet/1": 30},
+			snap: map[string]uint64{"resnet/1": 30},
+		},
+		{
+			// Added in the same poll that made the series, they were its
+			// first sample: increase() and rate() never saw them grow.
+			name:   "and the new model counts in full at the next poll",
+			status: 200,
+			body:   `{"model_stats":[{"name":"resnet","version":"1","inference_count":30,"execution_count":10,"inference_stats":{"success":{"count":30,"ns":600000000}}},{"name":"bert","version":2,"inference_count":5,"inference_stats":{"success":{"count":5,"ns":"50000000"}}}]}`,
+			want: map[string]float64{
+				perModel("inference_count_total", "resnet", "1"):        130,
+				perModel("inference_count_total", "bert", "2"):          5,
+				stage("bert", "2", "duration_seconds_total", "success"): 0.05,
+			},
+			snap: map[string]uint64{"bert/2": 5, "resnet/1": 0},
 		},
 		{
 			name:   "a model missing from one report is remembered, not counted twice",
