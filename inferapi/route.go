@@ -380,8 +380,17 @@ func openAIRoute(segs []string) Route {
 	return r
 }
 
-// torchServeRoute reads /predictions/{m}[/{v}] and /explanations/{m}[/{v}].
+// torchServeRoute reads /predictions/{m}[/{v}] and /explanations/{m}[/{v}],
+// and /predictions/{m}/{v}/v1/..., where TorchServe's vLLM handler (its
+// LLM launcher's) serves the OpenAI API: a generation, timed as one.
 func torchServeRoute(segs []string) Route {
+	if len(segs) > 4 && segs[0] == "predictions" && segs[1] != "" && segs[3] == "v1" {
+		r := openAIRoute(segs[4:])
+		if r.API == record.APIOpenAI {
+			r.Model, r.Version = unescape(segs[1]), unescape(segs[2])
+		}
+		return r
+	}
 	if len(segs) < 2 || len(segs) > 3 || segs[1] == "" {
 		return unknownRoute
 	}

@@ -137,6 +137,13 @@ func TestHTTPRoute(t *testing.T) {
 		{"GET", "/ping", "", Route{API: record.APITorchServe, Method: MethodHealth}},
 		{"POST", "/predictions", "", unknownRoute},
 		{"POST", "/predictions/a/b/c", "", unknownRoute},
+		// TorchServe's vLLM handler serves the OpenAI API under a model's
+		// version (examples/large_models/vllm, ts.llm_launcher).
+		{"POST", "/predictions/model/1.0/v1/chat/completions", "", Route{API: record.APIOpenAI, Method: MethodChatCompletions, Model: "model", Version: "1.0", Infer: true}},
+		{"POST", "/predictions/llama-8b-lora/1.0/v1/completions", "", Route{API: record.APIOpenAI, Method: MethodCompletions, Model: "llama-8b-lora", Version: "1.0", Infer: true}},
+		{"GET", "/predictions/model/1.0/v1/models", "", unknownRoute},
+		{"POST", "/predictions/model/1.0/v2/chat/completions", "", unknownRoute},
+		{"POST", "/explanations/model/1.0/v1/completions", "", unknownRoute},
 
 		// OpenAI-compatible.
 		{"POST", "/v1/completions", "", Route{API: record.APIOpenAI, Method: MethodCompletions, Infer: true}},
@@ -194,6 +201,7 @@ func TestHTTPRouteBoundsNames(t *testing.T) {
 		"/v2/repository/models/" + long + "/load",
 		"/v1/models/" + long + "/versions/" + long + ":predict",
 		"/predictions/" + long + "/" + long,
+		"/predictions/" + long + "/" + long + "/v1/chat/completions",
 		"/v2/models/m%ff" + long + "/versions/v%c3/infer",
 	} {
 		r := HTTPRoute("POST", path, "")
