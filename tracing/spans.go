@@ -600,6 +600,10 @@ func (r readOnly) DroppedLinks() int                               { return 0 }
 func (r readOnly) DroppedEvents() int                              { return 0 }
 func (r readOnly) ChildSpanCount() int                             { return 0 }
 
+// errStream is the error.type of a generation the upstream failed after
+// its status had gone out (an error event in the stream).
+const errStream = "stream_error"
+
 // serverError says whether the call span, a server span, is in error, and
 // its error.type, by OpenTelemetry's conventions: a gRPC server is in error
 // for UNKNOWN, DEADLINE_EXCEEDED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE and
@@ -610,6 +614,9 @@ func (r readOnly) ChildSpanCount() int                             { return 0 }
 func serverError(c *record.Call) (string, bool) {
 	if c.ErrorKind == record.ErrUpstreamUnavailable || c.ErrorKind == record.ErrTimeout {
 		return string(c.ErrorKind), true
+	}
+	if c.LLM != nil && c.LLM.Error {
+		return errStream, true
 	}
 	if c.Protocol == record.ProtocolGRPC {
 		switch c.Code {
@@ -635,6 +642,9 @@ func upstreamError(c *record.Call) (string, bool) {
 	case record.ErrNone, record.ErrDecode:
 	default:
 		return "", false
+	}
+	if c.LLM != nil && c.LLM.Error {
+		return errStream, true
 	}
 	if c.Protocol == record.ProtocolGRPC {
 		return c.Code, c.Code != "" && c.Code != "OK"

@@ -455,6 +455,8 @@ func TestSpanStatusFollowsSemconv(t *testing.T) {
 	refused := failedCall() // no response: UNAVAILABLE, upstream_unavailable
 	cancelled := failedCall()
 	cancelled.Code, cancelled.ErrorKind = "CANCELLED", record.ErrClientCancel
+	midStreamError := answered(record.ProtocolHTTP, "200", record.ErrNone)
+	midStreamError.LLM = &record.LLM{Streamed: true, Error: true, FinishReason: "error"}
 	for _, tc := range []struct {
 		name               string
 		c                  *record.Call
@@ -474,6 +476,8 @@ func TestSpanStatusFollowsSemconv(t *testing.T) {
 		{"http 200", answered(record.ProtocolHTTP, "200", record.ErrNone), false, false, "", ""},
 		{"http 404", answered(record.ProtocolHTTP, "404", record.ErrNone), false, true, "", "404"},
 		{"http 503", answered(record.ProtocolHTTP, "503", record.ErrNone), true, true, "503", "503"},
+		// A generation the upstream failed after its 200 (an SSE error event).
+		{"generation failed mid-stream", midStreamError, true, true, "stream_error", "stream_error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := buildSpans(tc.c, nil, "", "10.0.0.7:8001")
