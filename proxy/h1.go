@@ -210,8 +210,11 @@ func (p *h1Pool) exchange(c *h1Conn, req *http.Request) (*http.Response, bool, e
 		stop()
 		return nil, true, fmt.Errorf("read response: %w", ctxErr(ctx, err))
 	}
-	for res.StatusCode == http.StatusContinue {
-		// 100-continue: the body went with the request already.
+	for res.StatusCode >= 100 && res.StatusCode < 200 && res.StatusCode != http.StatusSwitchingProtocols {
+		// An interim answer (100 Continue to a body that went with the
+		// request already, 102, 103 Early Hints) is dropped as net/http's
+		// transport drops it; taken for the final one, the real answer would
+		// be left unread on the connection.
 		if res, err = h1.ReadResponse(c.br, req); err != nil {
 			stop()
 			return nil, true, fmt.Errorf("read response: %w", ctxErr(ctx, err))
