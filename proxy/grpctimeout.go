@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"math"
 	"strconv"
 	"time"
 )
@@ -32,6 +33,11 @@ func parseGRPCTimeout(v string) (time.Duration, bool) {
 		unit = time.Nanosecond
 	default:
 		return 0, false
+	}
+	if n > math.MaxInt64/int64(unit) {
+		// Eight digits of hours pass a Duration's range; wrapped, the
+		// deadline would lie in the past. Clamped, as grpc-go's server does.
+		return math.MaxInt64, true
 	}
 	return time.Duration(n) * unit, true
 }
