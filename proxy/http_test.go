@@ -369,3 +369,36 @@ func TestHTTPCompressedBodiesNotDecodeFailures(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPClientAbortsUpload: a client that leaves in the middle of a
+// streamed request body cancelled its own call; the record must not blame
+// the upstream (a 502 upstream_unavailable would page the model's owners).
+func TestHTTPClientAbortsUpload(t *testing.T) {
+	up, _ := httpUpstream(t)
+	for _, tc := range []struct {
+		name string
+		head string
+	}{
+		{"content-length", "Content-Length: 200000\r\n"},
+		{"chunked", "Transfer-Encoding: chunked\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, up, false)
+			c, err := net.Dial("tcp", h.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := strings.Repeat("a", 100000)
+			if tc.name == "chunked" {
+				body = fmt.Sprintf("%x\r\n%s", 200000, body)
+			}
+			fmt.Fprintf(c, "POST /v2/models/m/infer HTTP/1.1\r\nHost: m\r\nContent-Type: application/json\r\n%s\r\n%s", tc.head, body)
+			time.Sleep(100 * time.Millisecond)
+			c.Close()
+			rec := h.waitRecords(1)[0]
+			if rec.ErrorKind != record.ErrClientCancel || rec.Code != "499" {
+				t.Errorf("record: kind %q code %q, want %q 499", rec.ErrorKind, rec.Code, record.ErrClientCancel)
+			}
+		})
+	}
+}

@@ -39,16 +39,24 @@ type body struct {
 	closed   bool
 	err      error // sticky: a framing or connection error
 	consumed bool  // some byte was asked for (so 100 Continue went out)
+	refused  bool  // the body was never asked for: its error is ours, not the client's
 }
 
 func (b *body) Read(p []byte) (int, error) {
 	b.mu.Lock()
 	n, err := b.read(p)
 	ended := b.done && err == io.EOF
+	// The connection failed under the body: its client left. net/http
+	// cancels the request's context then too, which is how the handler
+	// tells a client that broke off its upload from a failed upstream.
+	left := err != nil && err != io.EOF && err != errChunk && err != errBodyAfterClose && !b.refused
 	w := b.watch
 	b.mu.Unlock()
 	if ended && w != nil {
 		w.bodyEnded()
+	}
+	if left && w != nil {
+		w.cancel(ErrClientGone)
 	}
 	return n, err
 }
@@ -68,6 +76,7 @@ func (b *body) read(p []byte) (int, error) {
 		b.consumed = true
 		if b.expect && b.resp != nil && !b.resp.sendContinue() {
 			// The response began without it: the client will not send.
+			b.refused = true
 			b.err = io.ErrUnexpectedEOF
 			return 0, b.err
 		}
