@@ -230,6 +230,11 @@ func (h *Handler) relay(w http.ResponseWriter, cl *call, res *http.Response) (ab
 		// the whole body fits its buffer; a present but empty key stops that.
 		hdr["Content-Length"] = nil
 	}
+	if _, ok := hdr["Content-Type"]; !ok {
+		// Nor a Content-Type sniffed from the body (text/plain for JSON):
+		// the upstream sent none, so none goes out.
+		hdr["Content-Type"] = nil
+	}
 	announced := announceTrailers(hdr, res.Trailer)
 	c.Stages = inferapi.ParseServerTiming(res.Header["Server-Timing"], c.Stages)
 	if cl.route.API == record.APIOpenAI {

@@ -1,0 +1,71 @@
+package proxy
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"testing"
+)
+
+// rawHTTPUpstream answers each request with the bytes resp holds for its
+// path, on kept-alive connections: heads net/http's server would not send.
+func rawHTTPUpstream(t *testing.T, resp map[string]string) string {
+	t.Helper()
+	l := listen(t)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					if _, err := io.WriteString(c, resp[req.URL.Path]); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() { l.Close() })
+	return l.Addr().String()
+}
+
+// TestHTTPNoContentTypeAdded: a response the upstream sent without a
+// Content-Type reaches the client without one; the proxy does not guess.
+func TestHTTPNoContentTypeAdded(t *testing.T) {
+	up := rawHTTPUpstream(t, map[string]string{
+		"/v2/models/m/infer": "HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\n{\"outputs\":1}",
+		"/bytes":             "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n\x00\x01\x02\x03",
+		"/stream":            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+	})
+	h := newHarness(t, up, false)
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	for _, client := range []struct {
+		name string
+		c    *http.Client
+	}{
+		{"http1", &http.Client{Transport: &http.Transport{DisableCompression: true}}},
+		{"h2c", &http.Client{Transport: &http.Transport{Protocols: p, DisableCompression: true}}},
+	} {
+		for _, path := range []string{"/v2/models/m/infer", "/bytes", "/stream"} {
+			res, err := client.c.Get("http://" + h.addr + path)
+			if err != nil {
+				t.Fatalf("%s GET %s: %v", client.name, path, err)
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if ct, ok := res.Header["Content-Type"]; ok {
+				t.Errorf("%s GET %s: Content-Type %q added", client.name, path, ct)
+			}
+		}
+	}
+}
