@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // httpError is a request the server answers itself, with status, before
@@ -114,6 +116,11 @@ func (c *conn) readRequest() (*http.Request, error) {
 	case len(hosts) == 0 && minor == 1:
 		return nil, badRequest("missing Host header")
 	case len(hosts) == 1:
+		// RFC 9112 §3.2 asks a 400 for an invalid Host; forwarded, net/http's
+		// transport would send the upstream an empty Host in its place.
+		if !httpguts.ValidHostHeader(hosts[0]) {
+			return nil, badRequest("malformed Host header")
+		}
 		req.Host = hosts[0]
 	}
 	delete(hdr, "Host")
