@@ -233,6 +233,13 @@ func peekHead(br *bufio.Reader) []byte {
 	line := 0
 	for n := max(br.Buffered(), 1); ; {
 		b, err := br.Peek(n)
+		if err == nil && br.Buffered() > len(b) {
+			// The read behind a Peek(1) on an empty buffer may have brought
+			// the whole head; asking for a byte past it would wait for the
+			// next answer, which the upstream sends only after our next
+			// request.
+			b, _ = br.Peek(br.Buffered())
+		}
 		end, next := headEnd(b, line)
 		if end > 0 {
 			return b[:end]

@@ -5,12 +5,14 @@ import (
 	"bytes"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 )
 
 // compareResponses fails t when ours differs from net/http's reading of
@@ -216,5 +218,28 @@ func TestWriteRequestShortBody(t *testing.T) {
 	r := &http.Request{Method: "POST", URL: u, Host: "m", Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ab")), ContentLength: 3}
 	if err := WriteRequest(bufio.NewWriter(io.Discard), r); err == nil {
 		t.Fatal("no error for a 2-byte body declared as 3")
+	}
+}
+
+// A head that arrives whole in one read, on an empty buffer, is read
+// without waiting for a byte beyond it: after an interim 100 Continue the
+// final answer comes that way, and nothing follows it until the next
+// request.
+func TestReadResponseWholeHeadNoMore(t *testing.T) {
+	client, server := net.Pipe()
+	defer client.Close()
+	defer server.Close()
+	go io.WriteString(server, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	br := bufio.NewReaderSize(client, 4096)
+	// The deadline stands in for the upstream's next request, which never
+	// comes while this one waits.
+	start := time.Now()
+	client.SetReadDeadline(start.Add(2 * time.Second))
+	res, err := ReadResponse(br, &http.Request{Method: "POST"})
+	if d := time.Since(start); err != nil || d > time.Second {
+		t.Fatalf("read a whole head in %v (%v): it waited for a byte after it", d, err)
+	}
+	if b, err := io.ReadAll(res.Body); err != nil || string(b) != "ok" {
+		t.Fatalf("body %q, %v", b, err)
 	}
 }
