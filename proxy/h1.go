@@ -139,8 +139,10 @@ var errNoResponse = errors.New("upstream closed the connection before a response
 
 // roundTrip sends req (body nil or replayable through GetBody) and returns
 // the response; its body hands the connection back when read to the end.
-// A reused connection the upstream had closed is retried once on a new one,
-// as net/http does for requests it can replay.
+// A reused connection the upstream had closed is retried on the next one,
+// as net/http does for requests it can replay: after a burst, every idle
+// connection may be one the upstream closed (its keep-alive timeout shorter
+// than ours), and the call goes on past all of them to a fresh dial.
 func (p *h1Pool) roundTrip(req *http.Request) (*http.Response, error) {
 	// A RoundTripper closes the request body whatever happens: a pooled
 	// body buffer goes back only then.
@@ -172,7 +174,7 @@ func (p *h1Pool) roundTrip(req *http.Request) (*http.Response, error) {
 		}
 		c.close()
 		p.done()
-		if reused && !sent && attempt == 0 && req.Context().Err() == nil {
+		if reused && !sent && attempt < p.maxIdle && req.Context().Err() == nil {
 			continue
 		}
 		return nil, err

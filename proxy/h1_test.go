@@ -111,3 +111,51 @@ func TestH1DirectPath(t *testing.T) {
 	}
 	tr.CloseIdleConnections()
 }
+
+// TestH1StaleIdleConnections: an upstream that closes idle keep-alive
+// connections soon (uvicorn's default is 5 s) leaves every connection of
+// the last burst dead in the pool; the next call goes through on a fresh
+// one, whatever number of stale ones it meets first.
+func TestH1StaleIdleConnections(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if d, err := time.ParseDuration(r.URL.Query().Get("sleep")); err == nil {
+			time.Sleep(d)
+		}
+		w.Write(b)
+	}))
+	srv.Config.IdleTimeout = 50 * time.Millisecond
+	srv.Start()
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	tr := NewTransport(TransportOptions{Protocol: UpstreamHTTP1, Addr: addr})
+	defer tr.CloseIdleConnections()
+	call := func(path, body string) (string, error) {
+		req, _ := http.NewRequest("POST", "http://"+addr+path, strings.NewReader(body))
+		b := []byte(body)
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+		res, err := tr.RoundTrip(req)
+		if err != nil {
+			return "", err
+		}
+		defer res.Body.Close()
+		out, err := io.ReadAll(res.Body)
+		return string(out), err
+	}
+	done := make(chan error, 4)
+	for i := 0; i < 4; i++ {
+		go func() {
+			_, err := call("/?sleep=50ms", "x")
+			done <- err
+		}()
+	}
+	for i := 0; i < 4; i++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // the upstream closes them all
+	if got, err := call("/", "after"); err != nil || got != "after" {
+		t.Fatalf("after the upstream closed its idle connections: %q, %v", got, err)
+	}
+}
