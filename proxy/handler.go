@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -159,6 +160,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.FirstByte = time.Since(start)
+	if res.StatusCode < 100 || res.StatusCode > 999 {
+		// No status a ResponseWriter takes: relayed, WriteHeader would
+		// panic, and the client lose its answer and the call its record.
+		res.Body.Close()
+		h.fail(w, r, ctx, cl, fmt.Errorf("upstream answered status %d: %w", res.StatusCode, errBadStatus))
+		h.finish(cl, r)
+		return
+	}
 	if res.StatusCode == http.StatusSwitchingProtocols {
 		h.tunnel(w, cl, res, offered)
 		h.finish(cl, r)
@@ -212,6 +221,8 @@ func (h *Handler) outgoing(ctx context.Context, r *http.Request, grpc bool, body
 	}
 	return out, nil
 }
+
+var errBadStatus = errors.New("status out of range")
 
 // smallBodyBytes is the largest HTTP request body read whole before it is
 // forwarded; larger ones stream.

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"testing"
+
+	"github.com/inferwatch/inferwatch/record"
 )
 
 // rawHTTPUpstream answers each request with the bytes resp holds for its
@@ -67,5 +69,26 @@ func TestHTTPNoContentTypeAdded(t *testing.T) {
 				t.Errorf("%s GET %s: Content-Type %q added", client.name, path, ct)
 			}
 		}
+	}
+}
+
+// TestHTTPUpstreamStatusOutOfRange: a status no HTTP server may send (099)
+// is an upstream failure the client hears as a 502, and the call is
+// recorded; relaying it panicked the handler, dropped the connection and
+// lost the record.
+func TestHTTPUpstreamStatusOutOfRange(t *testing.T) {
+	up := rawHTTPUpstream(t, map[string]string{"/odd": "HTTP/1.1 099 Odd\r\nContent-Length: 1\r\n\r\nA"})
+	h := newHarness(t, up, false)
+	res, err := http.Get("http://" + h.addr + "/odd")
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusBadGateway {
+		t.Errorf("status %d, want 502", res.StatusCode)
+	}
+	if r := h.waitRecords(1)[0]; r.Code != "502" || r.ErrorKind != record.ErrUpstreamUnavailable {
+		t.Errorf("record %q %q, want 502 %q", r.Code, r.ErrorKind, record.ErrUpstreamUnavailable)
 	}
 }
