@@ -44,6 +44,7 @@ type h1Conn struct {
 	nc   net.Conn
 	br   *bufio.Reader // during an exchange only
 	used time.Time
+	live bool // reused, and seen open just before this exchange
 }
 
 const h1BufSize = 32 << 10
@@ -84,11 +85,22 @@ func (p *h1Pool) get(ctx context.Context) (*h1Conn, bool, error) {
 	for n := len(p.idle); n > 0; n = len(p.idle) {
 		c := p.idle[n-1]
 		p.idle = p.idle[:n-1]
-		if now.Sub(c.used) < p.idleTimeout {
-			p.mu.Unlock()
-			return c, true, nil
+		if now.Sub(c.used) >= p.idleTimeout {
+			c.nc.Close()
+			continue
 		}
-		c.nc.Close()
+		// An upstream whose keep-alive is shorter than ours (uvicorn's 5 s,
+		// KServe's Python servers) closes idle connections: skip those
+		// before a request is written to one, so that a request lost on a
+		// connection seen open is the upstream's failure, not ours to replay.
+		closed, ok := idleClosed(c.nc)
+		if closed {
+			c.nc.Close()
+			continue
+		}
+		c.live = ok
+		p.mu.Unlock()
+		return c, true, nil
 	}
 	p.mu.Unlock()
 	nc, err := p.dial(ctx)
@@ -139,10 +151,12 @@ var errNoResponse = errors.New("upstream closed the connection before a response
 
 // roundTrip sends req (body nil or replayable through GetBody) and returns
 // the response; its body hands the connection back when read to the end.
-// A reused connection the upstream had closed is retried on the next one,
-// as net/http does for requests it can replay: after a burst, every idle
-// connection may be one the upstream closed (its keep-alive timeout shorter
-// than ours), and the call goes on past all of them to a fresh dial.
+// Idle connections the upstream closed are skipped before a request is
+// written (get). A reused connection that ends without a response byte is
+// retried once on a new one, as net/http does: always when the connection
+// could not be checked, else for an idempotent request only, since one
+// seen open just before was most likely lost with the request in hand
+// (a worker killed mid-inference), and a POST may not run twice.
 func (p *h1Pool) roundTrip(req *http.Request) (*http.Response, error) {
 	// A RoundTripper closes the request body whatever happens: a pooled
 	// body buffer goes back only then.
@@ -174,7 +188,7 @@ func (p *h1Pool) roundTrip(req *http.Request) (*http.Response, error) {
 		}
 		c.close()
 		p.done()
-		if reused && !sent && attempt < p.maxIdle && req.Context().Err() == nil {
+		if reused && !sent && attempt == 0 && req.Context().Err() == nil && (!c.live || idempotent(req)) {
 			continue
 		}
 		return nil, err
@@ -306,4 +320,16 @@ func (b *h1Body) Close() error {
 		b.p.done()
 	})
 	return nil
+}
+
+// idempotent reports a request net/http would replay after it went out:
+// a safe method, or one the client marked with an idempotency key.
+func idempotent(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, key := req.Header["Idempotency-Key"]
+	_, xkey := req.Header["X-Idempotency-Key"]
+	return key || xkey
 }

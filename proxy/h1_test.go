@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -157,5 +158,66 @@ func TestH1StaleIdleConnections(t *testing.T) {
 	time.Sleep(200 * time.Millisecond) // the upstream closes them all
 	if got, err := call("/", "after"); err != nil || got != "after" {
 		t.Fatalf("after the upstream closed its idle connections: %q, %v", got, err)
+	}
+}
+
+// TestH1NoReplayOfAPostTheUpstreamTook: a live keep-alive connection whose
+// upstream reads a POST and dies without answering (a worker killed
+// mid-inference) must not have the POST sent again on a new connection, as
+// net/http would not: the upstream may have run it. Connections the
+// upstream had closed while idle are told apart before anything is written.
+func TestH1NoReplayOfAPostTheUpstreamTook(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var requests atomic.Int64
+	go func() {
+		for {
+			nc, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer nc.Close()
+				br := bufio.NewReader(nc)
+				for served := 0; ; served++ {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					if requests.Add(1) == 2 {
+						return // the second request overall: taken, never answered
+					}
+					io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				}
+			}()
+		}
+	}()
+	addr := l.Addr().String()
+	tr := NewTransport(TransportOptions{Protocol: UpstreamHTTP1, Addr: addr})
+	defer tr.CloseIdleConnections()
+	call := func() error {
+		b := []byte(`{"inputs":[]}`)
+		req, _ := http.NewRequest("POST", "http://"+addr+"/v2/models/m/infer", bytes.NewReader(b))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+		res, err := tr.RoundTrip(req)
+		if err != nil {
+			return err
+		}
+		defer res.Body.Close()
+		_, err = io.ReadAll(res.Body)
+		return err
+	}
+	if err := call(); err != nil {
+		t.Fatal(err)
+	}
+	if err := call(); err == nil {
+		t.Error("the call the upstream died on succeeded: it was sent again")
+	}
+	if n := requests.Load(); n != 2 {
+		t.Errorf("the upstream got %d requests, want 2: the POST it took was replayed", n)
 	}
 }

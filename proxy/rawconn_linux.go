@@ -179,3 +179,30 @@ func (c *rawConn) opError(op string, err error) error {
 	}
 	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError(op, err)}
 }
+
+// idleClosed reports whether the peer of an idle upstream connection closed
+// it (or reset it, or sent bytes no request asked for), without blocking:
+// one non-blocking MSG_PEEK read. ok is false where it cannot tell.
+func idleClosed(nc net.Conn) (closed, ok bool) {
+	if cn, isCN := nc.(*closeNotifyConn); isCN {
+		nc = cn.Conn
+	}
+	sc, isSC := nc.(syscall.Conn)
+	if !isSC {
+		return false, false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return true, true
+	}
+	var b [1]byte
+	err = rc.Read(func(fd uintptr) bool {
+		_, _, e := syscall.Syscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
+			syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+		// Would block: open and quiet, as an idle connection is. Anything
+		// else — end of stream, a reset, a byte — means not reusable.
+		closed = e != syscall.EAGAIN
+		return true
+	})
+	return closed || err != nil, true
+}

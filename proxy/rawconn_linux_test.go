@@ -237,3 +237,50 @@ func TestRawConnWriteAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleClosed: the probe tells an open, quiet connection from one the
+// peer closed, reset, or wrote to unasked, and does not consume a byte.
+func TestIdleClosed(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		peer   func(net.Conn)
+		closed bool
+	}{
+		{"quiet", func(net.Conn) {}, false},
+		{"closed", func(c net.Conn) { c.Close() }, true},
+		{"reset", func(c net.Conn) { c.(*net.TCPConn).SetLinger(0); c.Close() }, true},
+		{"wrote", func(c net.Conn) { c.Write([]byte("x")) }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			c, err := net.Dial("tcp", l.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			p, err := l.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			tc.peer(p)
+			time.Sleep(20 * time.Millisecond) // the FIN, RST or byte arrives
+			for _, nc := range []net.Conn{c, newRawConn(c), &closeNotifyConn{Conn: newRawConn(c)}} {
+				closed, ok := idleClosed(nc)
+				if !ok || closed != tc.closed {
+					t.Errorf("%T: closed %v, ok %v; want closed %v", nc, closed, ok, tc.closed)
+				}
+			}
+			if tc.name == "wrote" {
+				var b [1]byte
+				if n, _ := c.Read(b[:]); n != 1 || b[0] != 'x' {
+					t.Error("the probe consumed the byte")
+				}
+			}
+		})
+	}
+}
