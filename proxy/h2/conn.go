@@ -243,16 +243,22 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	if id%2 == 0 {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
-	if f.HasPriority() && f.Priority.StreamDep == id {
-		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
-	}
+	selfDep := f.HasPriority() && f.Priority.StreamDep == id
 	if st := c.streams[id]; st != nil {
+		if selfDep {
+			return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+		}
 		return c.onRequestTrailers(st, f)
 	}
 	if id <= c.maxID {
 		return http2.ConnectionError(http2.ErrCodeProtocol) // a closed stream, or one below a newer
 	}
 	c.maxID = id
+	if selfDep {
+		// A stream error (RFC 9113 §5.3.1) on a stream these HEADERS
+		// opened: DATA behind them is for a closed stream, not an idle one.
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+	}
 	if c.goAway {
 		c.fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
 		c.dirty = true

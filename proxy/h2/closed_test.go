@@ -1,0 +1,102 @@
+package h2_test
+
+import (
+	"bufio"
+	"bytes"
+	"net"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// rawClient is a client connection to the forwarder that writes frames as
+// told, valid or not.
+type rawClient struct {
+	t  *testing.T
+	nc net.Conn
+	fr *http2.Framer
+	hb bytes.Buffer
+	en *hpack.Encoder
+}
+
+func dialRaw(t *testing.T, addr string) *rawClient {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	nc.Write([]byte(http2.ClientPreface))
+	c := &rawClient{t: t, nc: nc, fr: http2.NewFramer(nc, bufio.NewReader(nc))}
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.en = hpack.NewEncoder(&c.hb)
+	c.fr.WriteSettings()
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	return c
+}
+
+// block encodes a POST request's header block plus extra name, value pairs.
+func (c *rawClient) block(extra ...string) []byte {
+	c.hb.Reset()
+	fields := append([]string{":method", "POST", ":scheme", "http", ":authority", "x", ":path", "/"}, extra...)
+	for i := 0; i < len(fields); i += 2 {
+		c.en.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
+	}
+	return c.hb.Bytes()
+}
+
+// until reads frames up to the acknowledgement of a PING it sends now (the
+// forwarder handles a connection's frames in order), failing on a GOAWAY;
+// it returns the frames read before.
+func (c *rawClient) until() []http2.Frame {
+	c.t.Helper()
+	c.fr.WritePing(false, [8]byte{'s', 'y', 'n', 'c'})
+	var got []http2.Frame
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			c.t.Fatalf("before the PING's ack: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.GoAwayFrame:
+			c.t.Fatalf("GOAWAY %v: the connection failed, every other call on it with it", f.ErrCode)
+		case *http2.PingFrame:
+			if f.IsAck() && string(f.Data[:4]) == "sync" {
+				return got
+			}
+		case *http2.RSTStreamFrame:
+			got = append(got, &http2.RSTStreamFrame{FrameHeader: f.FrameHeader, ErrCode: f.ErrCode})
+		default:
+			got = append(got, f)
+		}
+	}
+}
+
+// resets counts the RST_STREAM frames on stream id among fs.
+func resets(fs []http2.Frame, id uint32) int {
+	n := 0
+	for _, f := range fs {
+		if r, ok := f.(*http2.RSTStreamFrame); ok && r.StreamID == id {
+			n++
+		}
+	}
+	return n
+}
+
+// TestSelfDependentHeadersResetOnlyTheirStream: HEADERS whose priority
+// depends on their own stream are a stream error (RFC 9113 §5.3.1), which
+// still opened the stream: DATA the client sent behind them is for a
+// closed stream, not an idle one answered with GOAWAY.
+func TestSelfDependentHeadersResetOnlyTheirStream(t *testing.T) {
+	addr, _ := startForwarder(t, startUpstream(t, 0), nopObserver{})
+	c := dialRaw(t, addr)
+	c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.block(), EndHeaders: true,
+		Priority: http2.PriorityParam{StreamDep: 1, Weight: 15}})
+	c.fr.WriteData(1, true, []byte("body"))
+	got := c.until()
+	if resets(got, 1) == 0 {
+		t.Fatalf("stream 1 was not reset: %v", got)
+	}
+}
