@@ -100,3 +100,23 @@ func TestSelfDependentHeadersResetOnlyTheirStream(t *testing.T) {
 		t.Fatalf("stream 1 was not reset: %v", got)
 	}
 }
+
+// TestLateDataOnResetStreamIgnored: DATA the client sent before it read the
+// sidecar's RST_STREAM must be ignored (RFC 9113 §5.1), not answered with
+// one more RST_STREAM per frame.
+func TestLateDataOnResetStreamIgnored(t *testing.T) {
+	addr, _ := startForwarder(t, startUpstream(t, 0), nopObserver{})
+	c := dialRaw(t, addr)
+	c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.block("X-Bad", "1"), EndHeaders: true})
+	for range 5 {
+		c.fr.WriteData(1, false, []byte("body"))
+	}
+	c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: c.block("content-length", "1"), EndHeaders: true})
+	for range 5 {
+		c.fr.WriteData(3, false, []byte("too long"))
+	}
+	got := c.until()
+	if n, m := resets(got, 1), resets(got, 3); n != 1 || m != 1 {
+		t.Fatalf("%d RST_STREAM on stream 1 and %d on stream 3, want one each (frames after the reset ignored)", n, m)
+	}
+}

@@ -34,6 +34,12 @@ type conn struct {
 	closed  bool
 	idle    *time.Timer
 
+	// resets are the client streams the sidecar reset last, a ring: frames
+	// the client sent on one before it read the RST_STREAM are ignored
+	// (RFC 9113 §5.1), not answered with one more reset each.
+	resets    [resetMemory]uint32
+	resetNext int
+
 	// upNCs are the sockets of ups, under s.mu rather than mu: a write to
 	// an upstream that stopped reading blocks with mu held, and Close must
 	// still reach that socket to end the write.
@@ -195,10 +201,31 @@ func (c *conn) fail(err error) bool {
 	return true
 }
 
-// streamError resets a client stream for a protocol error of the client's.
-func (c *conn) streamError(id uint32, code http2.ErrCode) {
+// resetMemory is how many of the streams it reset last a connection
+// remembers, to ignore the frames the client had in flight on them.
+const resetMemory = 256
+
+// rst resets a client stream and remembers that the sidecar did.
+func (c *conn) rst(id uint32, code http2.ErrCode) {
 	c.fr.WriteRSTStream(id, code)
 	c.dirty = true
+	c.resets[c.resetNext] = id
+	c.resetNext = (c.resetNext + 1) % resetMemory
+}
+
+// wasReset reports whether the sidecar reset client stream id lately.
+func (c *conn) wasReset(id uint32) bool {
+	for _, r := range c.resets {
+		if r == id {
+			return true
+		}
+	}
+	return false
+}
+
+// streamError resets a client stream for a protocol error of the client's.
+func (c *conn) streamError(id uint32, code http2.ErrCode) {
+	c.rst(id, code)
 	if st := c.streams[id]; st != nil {
 		st.ev.Reset, st.ev.ResetCode = ResetByClient, code
 		st.resetUpstream(http2.ErrCodeCancel)
@@ -260,13 +287,11 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 	}
 	if c.goAway {
-		c.fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
-		c.dirty = true
+		c.rst(id, http2.ErrCodeRefusedStream)
 		return nil
 	}
 	if f.Truncated {
-		c.fr.WriteRSTStream(id, http2.ErrCodeRefusedStream) // header list over our limit
-		c.dirty = true
+		c.rst(id, http2.ErrCodeRefusedStream) // header list over our limit
 		return nil
 	}
 	info, err := checkRequest(f.Fields)
@@ -299,8 +324,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		// The upstream would refuse it; so do we, and the client may retry.
 		st.ev.Unavailable = errUpstreamBusy
 		st.ev.Reset, st.ev.ResetCode = ResetByUpstream, http2.ErrCodeRefusedStream
-		c.fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
-		c.dirty = true
+		c.rst(id, http2.ErrCodeRefusedStream)
 		st.kill()
 		return nil
 	}
@@ -362,6 +386,9 @@ func (c *conn) onData(f *http2.DataFrame) error {
 		c.credit(n)
 		if st == nil && id > c.maxID {
 			return http2.ConnectionError(http2.ErrCodeProtocol) // DATA on an idle stream
+		}
+		if st == nil && c.wasReset(id) {
+			return nil // sent before the client read our RST_STREAM
 		}
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
 	}
@@ -522,8 +549,7 @@ func (c *conn) answer(st *stream, grpcCode, httpStatus int, msg string) {
 	case st.grpc:
 		st.resp.trailers(grpcStatusFields(false, grpcCode, msg))
 	default:
-		c.fr.WriteRSTStream(st.resp.dstID, http2.ErrCodeInternal)
-		c.dirty = true
+		c.rst(st.resp.dstID, http2.ErrCodeInternal)
 		st.kill()
 	}
 }

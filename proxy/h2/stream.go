@@ -306,8 +306,7 @@ func (s *stream) halfClosed(h *half, now time.Duration) {
 	}
 	s.ev.End = now
 	if s.resetClient && !s.req.ended {
-		s.c.fr.WriteRSTStream(s.req.srcID, http2.ErrCodeNo)
-		s.c.dirty = true
+		s.c.rst(s.req.srcID, http2.ErrCodeNo)
 		s.req.drop()
 	}
 	s.finish()

@@ -254,16 +254,14 @@ func (u *upConn) onReset(f *http2.RSTStreamFrame) {
 		if !st.req.ended {
 			st.resetClient = true
 			if st.resp.closed {
-				u.c.fr.WriteRSTStream(st.resp.dstID, http2.ErrCodeNo)
-				u.c.dirty = true
+				u.c.rst(st.resp.dstID, http2.ErrCodeNo)
 			}
 		}
 		u.c.reap(st)
 		return
 	}
 	st.ev.Reset, st.ev.ResetCode = ResetByUpstream, f.ErrCode
-	u.c.fr.WriteRSTStream(st.resp.dstID, f.ErrCode)
-	u.c.dirty = true
+	u.c.rst(st.resp.dstID, f.ErrCode)
 	st.kill()
 }
 
@@ -275,8 +273,7 @@ func (u *upConn) onGoAway(f *http2.GoAwayFrame) {
 		if id > f.LastStreamID {
 			st.ev.Unavailable = errUpstreamGone
 			st.ev.Reset, st.ev.ResetCode = ResetByUpstream, http2.ErrCodeRefusedStream
-			u.c.fr.WriteRSTStream(st.resp.dstID, http2.ErrCodeRefusedStream)
-			u.c.dirty = true
+			u.c.rst(st.resp.dstID, http2.ErrCodeRefusedStream)
 			st.kill()
 		}
 	}
@@ -307,8 +304,7 @@ func (c *conn) lost(u *upConn, err error) {
 		} else if !st.req.ended {
 			st.resetClient = true
 			if st.resp.closed {
-				c.fr.WriteRSTStream(st.resp.dstID, http2.ErrCodeNo)
-				c.dirty = true
+				c.rst(st.resp.dstID, http2.ErrCodeNo)
 			}
 		}
 		c.reap(st)
