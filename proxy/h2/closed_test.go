@@ -47,6 +47,15 @@ func (c *rawClient) block(extra ...string) []byte {
 	return c.hb.Bytes()
 }
 
+// fields encodes name, value pairs alone (trailers).
+func (c *rawClient) fields(kv ...string) []byte {
+	c.hb.Reset()
+	for i := 0; i < len(kv); i += 2 {
+		c.en.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
+	}
+	return c.hb.Bytes()
+}
+
 // until reads frames up to the acknowledgement of a PING it sends now (the
 // forwarder handles a connection's frames in order), failing on a GOAWAY;
 // it returns the frames read before.
@@ -118,5 +127,24 @@ func TestLateDataOnResetStreamIgnored(t *testing.T) {
 	got := c.until()
 	if n, m := resets(got, 1), resets(got, 3); n != 1 || m != 1 {
 		t.Fatalf("%d RST_STREAM on stream 1 and %d on stream 3, want one each (frames after the reset ignored)", n, m)
+	}
+}
+
+// TestLateTrailersOnResetStreamIgnored: trailers the client sent before it
+// read the sidecar's RST_STREAM must be ignored (RFC 9113 §5.1), not
+// answered with GOAWAY, which fails every other call on the connection.
+func TestLateTrailersOnResetStreamIgnored(t *testing.T) {
+	addr, _ := startForwarder(t, startUpstream(t, 0), nopObserver{})
+	c := dialRaw(t, addr)
+	c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.block("content-length", "1"), EndHeaders: true})
+	c.fr.WriteData(1, false, []byte("too long"))
+	c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.fields("x-trailer", "v"), EndStream: true, EndHeaders: true})
+	c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: c.block(), EndStream: true, EndHeaders: true})
+	for {
+		for _, f := range c.until() {
+			if h, ok := f.(*http2.MetaHeadersFrame); ok && h.StreamID == 3 {
+				return
+			}
+		}
 	}
 }

@@ -278,6 +278,9 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return c.onRequestTrailers(st, f)
 	}
 	if id <= c.maxID {
+		if c.wasReset(id) {
+			return nil // trailers sent before the client read our RST_STREAM (§5.1)
+		}
 		return http2.ConnectionError(http2.ErrCodeProtocol) // a closed stream, or one below a newer
 	}
 	c.maxID = id
