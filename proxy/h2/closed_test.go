@@ -148,3 +148,33 @@ func TestLateTrailersOnResetStreamIgnored(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadersPaddingTooLongFailsConnection: HEADERS whose padding is longer
+// than their payload are a connection error (RFC 9113 §6.2). The Framer
+// calls them a stream error and skips the block undecoded, so answering
+// with RST_STREAM alone left HPACK out of step: the next request's fields
+// could be decoded wrong and forwarded altered.
+func TestHeadersPaddingTooLongFailsConnection(t *testing.T) {
+	addr, _ := startForwarder(t, startUpstream(t, 0), nopObserver{})
+	c := dialRaw(t, addr)
+	block := c.block("x-indexed", "v") // enters the dynamic table
+	c.fr.WriteRawFrame(http2.FrameHeaders, http2.FlagHeadersPadded|http2.FlagHeadersEndHeaders, 1, append([]byte{byte(len(block) + 1)}, block...))
+	c.fr.WritePing(false, [8]byte{'s', 'y', 'n', 'c'})
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("before a GOAWAY: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.GoAwayFrame:
+			if f.ErrCode != http2.ErrCodeProtocol {
+				t.Fatalf("GOAWAY %v, want PROTOCOL_ERROR", f.ErrCode)
+			}
+			return
+		case *http2.PingFrame:
+			if f.IsAck() {
+				t.Fatal("the connection went on after HEADERS with padding past their payload")
+			}
+		}
+	}
+}

@@ -73,6 +73,23 @@ func readFrame(fr *http2.Framer, br *bufio.Reader) (f http2.Frame, wu windowUpda
 	if err != nil {
 		return nil, wu, err
 	}
+	if fh.Type == http2.FrameHeaders && fh.Flags.Has(http2.FlagHeadersPadded) {
+		// The Framer calls padding longer than the payload a stream error
+		// and returns before decoding the block, leaving HPACK's dynamic
+		// table out of step with the peer's for every later block. RFC 9113
+		// §6.2 makes it a connection error.
+		b, err := br.Peek(int(fh.Length)) // at most maxReadFrame: ReadFrameHeader checked
+		if err != nil {
+			return nil, wu, err
+		}
+		prio := 0
+		if fh.Flags.Has(http2.FlagHeadersPriority) {
+			prio = 5
+		}
+		if len(b) == 0 || int(b[0]) > len(b)-1-prio {
+			return nil, wu, http2.ConnectionError(http2.ErrCodeProtocol)
+		}
+	}
 	if fh.Type != http2.FrameWindowUpdate || fh.Length != 4 {
 		f, err = fr.ReadFrameForHeader(fh)
 		return f, wu, err
