@@ -173,3 +173,89 @@ func TestMalformedHeadersResetOnlyTheirStream(t *testing.T) {
 		}
 	}
 }
+
+// TestCompleteResponseOutlivesUpstreamReset: an upstream that sent its
+// whole response and then resets the stream with an error code (CANCEL:
+// it wants no more of the request) must not cost a slow client the part
+// of the response still waiting for its window: a client connected
+// directly would have read it all before the RST_STREAM.
+func TestCompleteResponseOutlivesUpstreamReset(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		nc, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		br := bufio.NewReader(nc)
+		br.Discard(len(http2.ClientPreface))
+		bw := bufio.NewWriter(nc)
+		fr := http2.NewFramer(bw, br)
+		fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+		fr.WriteSettings()
+		bw.Flush()
+		var hb bytes.Buffer
+		hpack.NewEncoder(&hb).WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			if f, ok := f.(*http2.MetaHeadersFrame); ok {
+				fr.WriteHeaders(http2.HeadersFrameParam{StreamID: f.StreamID, BlockFragment: hb.Bytes(), EndHeaders: true})
+				fr.WriteData(f.StreamID, true, bytes.Repeat([]byte{'r'}, 1000))
+				fr.WriteRSTStream(f.StreamID, http2.ErrCodeCancel)
+				bw.Flush()
+			}
+		}
+	}()
+	addr, _ := startForwarder(t, l.Addr().String(), nopObserver{})
+
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.Write([]byte(http2.ClientPreface))
+	fr := http2.NewFramer(nc, bufio.NewReader(nc))
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 10}) // the response waits
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var got int
+	opened := false
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("after %d of 1000 response bytes: %v", got, err)
+		}
+		switch f := f.(type) {
+		case *http2.DataFrame:
+			got += len(f.Data())
+			if f.StreamEnded() {
+				if got != 1000 {
+					t.Fatalf("END_STREAM after %d of 1000 response bytes", got)
+				}
+				return
+			}
+			if !opened {
+				// The RST_STREAM came in the same read as the response,
+				// which the sidecar flushes only once it handled all of it.
+				opened = true
+				fr.WriteWindowUpdate(1, 1000)
+			}
+		case *http2.RSTStreamFrame:
+			t.Fatalf("stream reset %v after %d of 1000 response bytes", f.ErrCode, got)
+		}
+	}
+}

@@ -289,10 +289,11 @@ type stream struct {
 
 	grpc          bool
 	contentLength int64
-	headersSent   bool // response HEADERS went to the client
-	refused       bool // the request was refused, the upstream lost or done with it: its DATA is dropped
-	resetClient   bool // RST_STREAM(NO_ERROR) goes to the client once the response is out
-	done          bool // Watcher.Done was called
+	headersSent   bool          // response HEADERS went to the client
+	refused       bool          // the request was refused, the upstream lost or done with it: its DATA is dropped
+	resetClient   bool          // RST_STREAM(resetCode) goes to the client once the response is out
+	resetCode     http2.ErrCode // the upstream's, after a complete response; else NO_ERROR
+	done          bool          // Watcher.Done was called
 }
 
 func (s *stream) since() time.Duration { return time.Since(s.start) }
@@ -306,7 +307,7 @@ func (s *stream) halfClosed(h *half, now time.Duration) {
 	}
 	s.ev.End = now
 	if s.resetClient && !s.req.ended {
-		s.c.rst(s.req.srcID, http2.ErrCodeNo)
+		s.c.rst(s.req.srcID, s.resetCode)
 		s.req.drop()
 	}
 	s.finish()

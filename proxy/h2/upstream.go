@@ -245,16 +245,18 @@ func (u *upConn) onReset(f *http2.RSTStreamFrame) {
 	if st == nil {
 		return
 	}
-	if f.ErrCode == http2.ErrCodeNo && st.resp.ended {
-		// The response is complete and the upstream wants no more request:
+	if st.resp.ended {
+		// The response is complete and the upstream wants no more request
+		// (NO_ERROR, RFC 9113 §8.1, or any other code: a client connected
+		// directly would have read the whole response before the reset):
 		// the client hears the same once the response is out. Until then
 		// its DATA is dropped here: no frame may follow a RST_STREAM.
 		st.req.drop()
 		st.refused = true
 		if !st.req.ended {
-			st.resetClient = true
+			st.resetClient, st.resetCode = true, f.ErrCode
 			if st.resp.closed {
-				u.c.rst(st.resp.dstID, http2.ErrCodeNo)
+				u.c.rst(st.resp.dstID, f.ErrCode)
 			}
 		}
 		u.c.reap(st)
