@@ -46,8 +46,8 @@ type Events struct {
 	UpstreamSent  time.Duration // END_STREAM written upstream
 	FirstByte     time.Duration // upstream's response HEADERS read
 	ResponseEnd   time.Duration // upstream's END_STREAM read
-	End           time.Duration // the stream's last frame flushed to the client
-	Egress        time.Duration // response bytes held waiting for the client's window, plus the last flush
+	End           time.Duration // the stream's last frame handed to the client's connection (buffered; the flush follows once the frames read with it are handled)
+	Egress        time.Duration // time response frames were held waiting for the client's windows
 
 	RequestBytes  int64 // DATA payload bytes from the client (padding excluded)
 	ResponseBytes int64 // DATA payload bytes from the upstream
