@@ -197,7 +197,11 @@ func (fc *frameCall) Done(e *h2.Events) {
 	switch {
 	case e.Refused != nil:
 		c.ErrorKind = record.ErrTooLarge
-		c.Code = fc.code(grpcResourceExhausted, http.StatusRequestEntityTooLarge)
+		status := http.StatusRequestEntityTooLarge
+		if e.Status == http.StatusRequestHeaderFieldsTooLarge { // headers or trailers over the limit
+			status = e.Status
+		}
+		c.Code = fc.code(grpcResourceExhausted, status)
 	case (e.Unavailable != nil || e.Reset != h2.ResetNone) && fc.pastDeadline():
 		c.ErrorKind = record.ErrTimeout
 		c.Code = fc.code(grpcDeadlineExceeded, http.StatusGatewayTimeout)

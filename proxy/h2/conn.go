@@ -310,19 +310,15 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		c.rst(id, http2.ErrCodeRefusedStream)
 		return nil
 	}
-	if f.Truncated {
-		c.rst(id, http2.ErrCodeRefusedStream) // header list over our limit
-		return nil
-	}
 	info, err := checkRequest(f.Fields)
-	if err != nil {
+	if err != nil && !f.Truncated { // a cut list may lack what came past the limit
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol, Cause: err}
 	}
 	if uint32(len(c.streams)) >= c.s.o.MaxConcurrentStreams {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
 	}
 	end := f.StreamEnded()
-	if end && info.contentLength > 0 {
+	if end && info.contentLength > 0 && !f.Truncated {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol, Cause: errContentLength}
 	}
 
@@ -334,6 +330,17 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	st.w, out = c.s.o.Observer.Open(st.start, f.Fields)
 	c.streams[id] = st
 	c.idle.Stop()
+	if f.Truncated {
+		// Answered as net/http answers it (RFC 9113 §10.5.1): 431, for
+		// gRPC RESOURCE_EXHAUSTED. REFUSED_STREAM would tell the client
+		// that a retry of the same headers may succeed.
+		if end {
+			st.req.ended, st.ev.RequestEnd = true, st.since()
+		}
+		st.ev.Refused = errHeadersTooLarge
+		c.answer(st, grpcResourceExhausted, 431, "inferwatch: "+errHeadersTooLarge.Error())
+		return nil
+	}
 
 	up, err := c.upstream()
 	if err != nil {
@@ -367,6 +374,8 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 var (
 	errUpstreamBusy = errors.New("upstream at its concurrent stream limit")
 	errUpstreamGone = errors.New("upstream went away before the stream")
+
+	errHeadersTooLarge = errors.New("request header list over MaxHeaderListSize")
 )
 
 func (c *conn) onRequestTrailers(st *stream, f *http2.MetaHeadersFrame) error {
@@ -388,6 +397,14 @@ func (c *conn) onRequestTrailers(st *stream, f *http2.MetaHeadersFrame) error {
 	if st.refused {
 		st.req.closed = true
 		c.reap(st)
+		return nil
+	}
+	if f.Truncated {
+		// Forwarding the fields that fit would pass a cut block off as
+		// the client's trailers: the request is refused instead.
+		st.ev.Refused = errHeadersTooLarge
+		st.resetUpstream(http2.ErrCodeCancel)
+		c.answer(st, grpcResourceExhausted, 431, "inferwatch: "+errHeadersTooLarge.Error())
 		return nil
 	}
 	st.req.trailers(f.Fields)
