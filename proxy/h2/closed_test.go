@@ -178,3 +178,23 @@ func TestHeadersPaddingTooLongFailsConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestUnreachableUpstreamAnswerEndsStream: a request that ended with its
+// HEADERS and could not be forwarded (no upstream) is answered; once both
+// sides ended, the stream is closed and no RST_STREAM may follow (RFC 9113
+// §5.1): a client counting resets took the answered call for a failed one.
+func TestUnreachableUpstreamAnswerEndsStream(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := l.Addr().String()
+	l.Close()
+	addr, _ := startForwarder(t, gone, nopObserver{})
+	c := dialRaw(t, addr)
+	c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.block("content-type", "application/grpc"), EndStream: true, EndHeaders: true})
+	got := c.until()
+	if resets(got, 1) != 0 {
+		t.Fatalf("stream 1 reset after its answer: %v", got)
+	}
+}

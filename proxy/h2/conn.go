@@ -344,6 +344,9 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 
 	up, err := c.upstream()
 	if err != nil {
+		if end { // the answer closes the stream: no RST_STREAM after it
+			st.req.ended, st.ev.RequestEnd = true, st.since()
+		}
 		c.unavailable(st, err)
 		return nil
 	}
