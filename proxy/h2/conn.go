@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -121,6 +122,24 @@ func newFramer(w io.Writer, r io.Reader, maxHeaderList uint32) *http2.Framer {
 	return fr
 }
 
+// process handles one frame from the client, c.mu held. A panic (a bug
+// here or in the Observer's measurement) ends this connection with
+// GOAWAY(INTERNAL_ERROR), logged with its stack, as net/http's server
+// recovers a handler's: unrecovered, the deferred teardown waited for the
+// lock the panicking code held and the connection hung, its calls with it.
+func (c *conn) process(f http2.Frame, wu windowUpdate) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.s.o.Logger.Error("h2: panic handling a client frame; connection closed", "panic", r, "stack", string(debug.Stack()))
+			err = http2.ConnectionError(http2.ErrCodeInternal)
+		}
+	}()
+	if f == nil {
+		return c.onWindowUpdate(wu)
+	}
+	return c.handle(f)
+}
+
 // serve runs the client connection until it ends.
 func (c *conn) serve() {
 	defer c.teardown()
@@ -160,12 +179,8 @@ func (c *conn) serve() {
 			// sent behind them is for a closed stream, not an idle one.
 			c.maxID = se.StreamID
 		}
-		switch {
-		case c.linger || err != nil:
-		case f == nil:
-			err = c.onWindowUpdate(wu)
-		default:
-			err = c.handle(f)
+		if !c.linger && err == nil {
+			err = c.process(f, wu)
 		}
 		// Shut meanwhile (idle, Shutdown) or by this frame's end of the
 		// last stream: teardown drains what follows.

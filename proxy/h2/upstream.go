@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime/debug"
 
 	"golang.org/x/net/http2"
 )
@@ -70,6 +71,22 @@ func (c *conn) upstream() (*upConn, error) {
 }
 
 // read runs the upstream connection's reader until it ends.
+// process handles one frame from the upstream, c.mu held; a panic loses
+// this upstream connection (its calls get UNAVAILABLE), logged with its
+// stack, rather than the process.
+func (u *upConn) process(f http2.Frame, wu windowUpdate) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			u.c.s.o.Logger.Error("h2: panic handling an upstream frame; upstream connection closed", "panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("h2: panic handling an upstream frame: %v", r)
+		}
+	}()
+	if f == nil {
+		return u.onWindowUpdate(wu)
+	}
+	return u.handle(f)
+}
+
 func (u *upConn) read() {
 	c := u.c
 	for {
@@ -79,12 +96,8 @@ func (u *upConn) read() {
 			c.mu.Unlock()
 			return
 		}
-		switch {
-		case err != nil:
-		case f == nil:
-			err = u.onWindowUpdate(wu)
-		default:
-			err = u.handle(f)
+		if err == nil {
+			err = u.process(f, wu)
 		}
 		if err != nil {
 			var se http2.StreamError
