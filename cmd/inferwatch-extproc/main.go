@@ -6,13 +6,11 @@
 package main
 
 import (
-	"fmt"
 	"os"
+
+	"github.com/inferwatch/inferwatch/internal/cmdline"
 )
 
 func main() {
-	if err := runExtproc(os.Args[1:], os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "inferwatch extproc:", err)
-		os.Exit(1)
-	}
+	cmdline.Exit("inferwatch extproc", runExtproc(os.Args[1:], os.Stderr))
 }

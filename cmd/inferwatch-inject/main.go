@@ -6,13 +6,11 @@
 package main
 
 import (
-	"fmt"
 	"os"
+
+	"github.com/inferwatch/inferwatch/internal/cmdline"
 )
 
 func main() {
-	if err := runInject(os.Args[1:], os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "inferwatch inject:", err)
-		os.Exit(1)
-	}
+	cmdline.Exit("inferwatch inject", runInject(os.Args[1:], os.Stderr))
 }

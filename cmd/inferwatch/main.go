@@ -14,6 +14,8 @@ package main
 import (
 	"fmt"
 	"os"
+
+	"github.com/inferwatch/inferwatch/internal/cmdline"
 )
 
 var version = "dev"
@@ -76,8 +78,5 @@ func main() {
 		fmt.Fprintf(os.Stderr, "inferwatch: unknown command %q\n\n%s", os.Args[1], usage)
 		os.Exit(2)
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "inferwatch:", err)
-		os.Exit(1)
-	}
+	cmdline.Exit("inferwatch", err)
 }

@@ -5,6 +5,7 @@
 package cmdline
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -36,6 +37,20 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		return err
 	}
 	return config.ApplyEnv(fs, os.LookupEnv)
+}
+
+// Exit ends a command's process for the error its run returned: nothing
+// for nil, status 0 for -h/--help (flag.ErrHelp: the usage is printed, and
+// asking for it is no failure), else the error after name and status 1.
+func Exit(name string, err error) {
+	switch {
+	case err == nil:
+		return
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	}
+	fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+	os.Exit(1)
 }
 
 // Logger is a text logger at level (debug, info, warn or error; anything
