@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os/signal"
 	"sort"
 	"strings"
@@ -55,6 +56,15 @@ func runDemo(args []string, out, logw io.Writer) error {
 	f, err := faults()
 	if err != nil {
 		return err
+	}
+	// Checked before anything starts: the load generator refuses these
+	// only once the server, sidecar and table run, and the demo then sat
+	// without load until Ctrl-C.
+	if !(*qps > 0) || math.IsInf(*qps, 0) {
+		return fmt.Errorf("--qps %v: want calls per second above 0", *qps)
+	}
+	if !(*llmQPS >= 0) || math.IsInf(*llmQPS, 0) {
+		return fmt.Errorf("--llm-qps %v: want generations per second, 0 for none", *llmQPS)
 	}
 	if f.SpikeEvery > 0 && f.SpikeFor < 4**window {
 		fmt.Fprintf(logw, "inferwatch demo: note: a %v spike spans fewer than 4 %v windows; P99OverBaseline needs 3 breaching windows in a row\n", f.SpikeFor, *window)

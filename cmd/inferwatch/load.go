@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/inferwatch/inferwatch/internal/cmdline"
@@ -30,6 +31,18 @@ func runLoad(args []string, out io.Writer) error {
 	n, err := parseBytes(*payload)
 	if err != nil {
 		return fmt.Errorf("--payload: %w", err)
+	}
+	switch {
+	case !(*qps > 0) || math.IsInf(*qps, 0):
+		return fmt.Errorf("--qps %v: want calls per second above 0", *qps)
+	case *duration < 0:
+		return fmt.Errorf("--duration %v: must not be negative", *duration)
+	case *protocol != loadgen.ProtocolGRPC && *protocol != loadgen.ProtocolHTTP:
+		return fmt.Errorf("--protocol %q: want grpc or http", *protocol)
+	case *model != loadgen.ModelMLP && *model != loadgen.ModelEcho && *model != loadgen.ModelLLM:
+		return fmt.Errorf("--model %q: want %s, %s or %s", *model, loadgen.ModelMLP, loadgen.ModelEcho, loadgen.ModelLLM)
+	case *format != "text" && *format != "json":
+		return fmt.Errorf("--format %q: want text or json", *format)
 	}
 	sum, err := loadgen.Run(context.Background(), loadgen.Options{
 		QPS: *qps, Duration: *duration, MaxInFlight: *inflight,
