@@ -5,11 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -108,22 +110,30 @@ func runNeighbour(args []string) error {
 	return nil
 }
 
-// parseBytes reads "1048576", "512KiB", "1MiB", "2GiB".
+// parseBytes reads "1048576", "100B", "512KiB", "1MiB", "2GiB": a whole
+// number of bytes or binary units, nothing else.
 func parseBytes(s string) (int64, error) {
 	units := []struct {
 		suffix string
 		mult   int64
 	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}, {"", 1}}
 	for _, u := range units {
-		if len(s) > len(u.suffix) && s[len(s)-len(u.suffix):] == u.suffix {
-			var n int64
-			if _, err := fmt.Sscan(s[:len(s)-len(u.suffix)], &n); err != nil || n < 0 {
-				return 0, fmt.Errorf("%q is not a byte size such as 1MiB", s)
-			}
-			return n * u.mult, nil
+		num, ok := strings.CutSuffix(s, u.suffix)
+		if !ok || num == "" {
+			continue
 		}
+		// Digits only: strconv also takes a sign, and fmt.Sscan stopped
+		// at the first non-digit, reading 1MB or 1Mi as 1 byte.
+		if strings.Trim(num, "0123456789") != "" {
+			break
+		}
+		n, err := strconv.ParseInt(num, 10, 64)
+		if err != nil || n > math.MaxInt64/u.mult {
+			return 0, fmt.Errorf("%q is too large", s)
+		}
+		return n * u.mult, nil
 	}
-	return 0, fmt.Errorf("%q is not a byte size such as 1MiB", s)
+	return 0, fmt.Errorf("%q is not a byte size such as 1MiB (B, KiB, MiB, GiB)", s)
 }
 
 func runModelServer(args []string, logw io.Writer) error {
