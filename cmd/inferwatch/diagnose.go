@@ -14,6 +14,7 @@ import (
 
 	"github.com/inferwatch/inferwatch/config"
 	"github.com/inferwatch/inferwatch/diagnosis"
+	"github.com/inferwatch/inferwatch/internal/cmdline"
 )
 
 // runDiagnose asks a running sidecar's /debug/diagnose for a report and
@@ -29,7 +30,7 @@ func runDiagnose(args []string, out, errOut io.Writer) error {
 	llmURL := fs.String("llm-url", "", "OpenAI-compatible endpoint (…/v1) that words the evidence as a paragraph")
 	llmModel := fs.String("llm-model", "", "the endpoint's model name")
 	timeout := fs.Duration("timeout", 20*time.Second, "for the sidecar and the LLM each")
-	if err := fs.Parse(args); err != nil {
+	if err := cmdline.Parse(fs, args); err != nil {
 		return err
 	}
 	rep, err := fetchDiagnosis(*admin, *model, *from, *to, *alert, *timeout)
