@@ -62,6 +62,9 @@ func fetchDiagnosis(admin, model, from, to, alert string, timeout time.Duration)
 			q.Set(k, v)
 		}
 	}
+	if !strings.Contains(admin, "://") { // host:port, as --admin-listen has it
+		admin = "http://" + admin
+	}
 	u := strings.TrimRight(admin, "/") + "/debug/diagnose?" + q.Encode()
 	c := &http.Client{Timeout: timeout}
 	resp, err := c.Get(u)
@@ -78,7 +81,13 @@ func fetchDiagnosis(admin, model, from, to, alert string, timeout time.Duration)
 		if json.Unmarshal(b, &e) == nil && e.Error != "" {
 			return diagnosis.Report{}, fmt.Errorf("diagnose: %s: %s", resp.Status, e.Error)
 		}
-		return diagnosis.Report{}, fmt.Errorf("diagnose %s: %s", u, resp.Status)
+		// Not the diagnosis API's JSON error: the admin server's own
+		// refusal (403 to a peer off loopback, naming the fix) or a proxy's.
+		msg := strings.TrimSpace(string(b[:min(len(b), 512)]))
+		if msg == "" {
+			return diagnosis.Report{}, fmt.Errorf("diagnose %s: %s", u, resp.Status)
+		}
+		return diagnosis.Report{}, fmt.Errorf("diagnose %s: %s: %s", u, resp.Status, msg)
 	}
 	var rep diagnosis.Report
 	if err := json.Unmarshal(b, &rep); err != nil {
