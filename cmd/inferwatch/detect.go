@@ -31,7 +31,6 @@ is its load, and OUT/NAME.csv is written.
 func runDetect(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("detect", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, detectUsage); fs.PrintDefaults() }
 	load := fs.String("load", "", "load CSV (timestamp,qps) for SERIES.csv")
 	out := fs.String("out", "-", "output CSV for SERIES.csv ('-': stdout)")
 	dir := fs.String("dir", "", "run every series in this folder")
@@ -40,7 +39,7 @@ func runDetect(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.RefitEvery, "refit-every", 7*24*time.Hour, "refit schedule once the model is seasonal")
 	fs.Float64Var(&o.MinExcess, "min-excess", 0.2, "smallest relative excess that can be an incident")
 	fs.Float64Var(&o.Band, "band", 3, "prediction interval half-width, in residual scales")
-	if err := cmdline.Parse(fs, args); err != nil {
+	if err := cmdline.ParseUsage(fs, args, detectUsage); err != nil {
 		return err
 	}
 	if err := o.Validate(); err != nil {

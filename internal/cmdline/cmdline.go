@@ -28,8 +28,14 @@ default.
 // Parse parses a command's flags, then fills the ones not given from their
 // INFERWATCH_* variables (config.ApplyEnv).
 func Parse(fs *flag.FlagSet, args []string) error {
+	return ParseUsage(fs, args, "Usage of inferwatch "+fs.Name()+":\n")
+}
+
+// ParseUsage is Parse for a command whose usage has more to say than its
+// flags: head comes before them, the INFERWATCH_* note after.
+func ParseUsage(fs *flag.FlagSet, args []string, head string) error {
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage of inferwatch %s:\n", fs.Name())
+		fmt.Fprint(fs.Output(), head)
 		fs.PrintDefaults()
 		fmt.Fprint(fs.Output(), envHelp)
 	}
