@@ -76,6 +76,7 @@ func runDemo(args []string, out, logw io.Writer) error {
 		return err
 	}
 	defer ms.stop()
+	msStart := time.Now() // the spike, neighbour and step count from here
 	ms.SetExtraLatency(*base)
 
 	cfg := config.Default()
@@ -132,13 +133,13 @@ func runDemo(args []string, out, logw io.Writer) error {
 	if *stepAt > 0 {
 		go func() {
 			select {
-			case <-time.After(*stepAt):
+			case <-time.After(time.Until(msStart.Add(*stepAt))):
 				ms.SetDegradation(*stepExtra)
 			case <-ctx.Done():
 			}
 		}()
 	}
-	faultLine := describeFaults(f)
+	faultLine := describeFaults(f, *base, *stepAt, *stepExtra, msStart)
 	go tbl.Run(ctx, *every, func() []string {
 		return []string{
 			fmt.Sprintf("inferwatch demo — model server gRPC %s HTTP %s; sidecar gRPC %s HTTP %s", ms.grpcAddr, ms.httpAddr, grpcAddr, httpAddr),
@@ -171,21 +172,46 @@ func runDemo(args []string, out, logw io.Writer) error {
 	return nil
 }
 
-func describeFaults(f modelserver.Faults) string {
+// describeFaults names what the demo injects, with the clock time a
+// delayed fault starts (start: when the model server started).
+func describeFaults(f modelserver.Faults, base, stepAt, stepExtra time.Duration, start time.Time) string {
 	s := "faults:"
+	if base > 0 {
+		s += fmt.Sprintf(" base latency +%v;", base)
+	}
+	if stepAt > 0 {
+		s += fmt.Sprintf(" degradation +%v (mean) from %s;", stepExtra, start.Add(stepAt).Format("15:04:05"))
+	}
 	if f.SpikeEvery > 0 {
 		s += fmt.Sprintf(" spike +%v for %v every %v;", f.SpikeExtra, f.SpikeFor, f.SpikeEvery)
 	}
 	if f.LeakBytesPerSec > 0 {
-		s += fmt.Sprintf(" leak %d KiB/s;", f.LeakBytesPerSec>>10)
+		s += fmt.Sprintf(" leak %s/s;", byteSize(f.LeakBytesPerSec))
 	}
 	if f.NeighbourCPUs > 0 {
-		s += fmt.Sprintf(" CPU neighbour %.1f cores;", f.NeighbourCPUs)
+		s += fmt.Sprintf(" CPU neighbour %.1f cores", f.NeighbourCPUs)
+		if f.NeighbourAfter > 0 {
+			s += " from " + start.Add(f.NeighbourAfter).Format("15:04:05")
+		}
+		s += ";"
 	}
 	if s == "faults:" {
 		s += " none"
 	}
 	return s
+}
+
+// byteSize writes n in the largest binary unit that holds it whole.
+func byteSize(n int64) string {
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.size && n%u.size == 0 {
+			return fmt.Sprintf("%d %s", n/u.size, u.name)
+		}
+	}
+	return fmt.Sprintf("%d B", n)
 }
 
 // tritonLines renders the pollers' latest per-model stage means.

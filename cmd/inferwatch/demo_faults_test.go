@@ -1,0 +1,45 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferwatch/inferwatch/demo/modelserver"
+)
+
+// TestDemoFaultLine: the demo's header names every fault it injects, as
+// it is. --inject-step-at was never named ("faults: none" above a table
+// whose latency had stepped up), --neighbour-after was named as running
+// from the start, and a leak under 1 KiB/s read "leak 0 KiB/s".
+func TestDemoFaultLine(t *testing.T) {
+	start := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name            string
+		f               modelserver.Faults
+		base, at, extra time.Duration
+		want            []string
+	}{
+		{name: "none", want: []string{"faults: none"}},
+		{name: "step", at: 2 * time.Minute, extra: 10 * time.Millisecond, want: []string{"degradation +10ms (mean) from 12:02:00"}},
+		{name: "base latency", base: 20 * time.Millisecond, want: []string{"base latency +20ms"}},
+		{name: "leak", f: modelserver.Faults{LeakBytesPerSec: 512}, want: []string{"leak 512 B/s"}},
+		{name: "leak MiB", f: modelserver.Faults{LeakBytesPerSec: 1 << 20}, want: []string{"leak 1 MiB/s"}},
+		{name: "late neighbour", f: modelserver.Faults{NeighbourCPUs: 1, NeighbourAfter: time.Minute}, want: []string{"CPU neighbour 1.0 cores from 12:01:00"}},
+		{name: "neighbour", f: modelserver.Faults{NeighbourCPUs: 1.5}, want: []string{"CPU neighbour 1.5 cores;"}},
+		{name: "spike", f: modelserver.Faults{SpikeEvery: 3 * time.Minute, SpikeFor: 45 * time.Second, SpikeExtra: 50 * time.Millisecond},
+			want: []string{"spike +50ms for 45s every 3m0s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := describeFaults(tc.f, tc.base, tc.at, tc.extra, start)
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("fault line %q lacks %q", got, w)
+				}
+			}
+			if tc.name != "none" && strings.Contains(got, "none") {
+				t.Errorf("fault line %q says none", got)
+			}
+		})
+	}
+}
