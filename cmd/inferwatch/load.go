@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"os/signal"
 	"time"
 
 	"github.com/inferwatch/inferwatch/internal/cmdline"
@@ -22,7 +24,7 @@ func runLoad(args []string, out io.Writer) error {
 	payload := fs.String("payload", "0", "echo tensor size, e.g. 1MiB (0: a few bytes)")
 	asJSON := fs.Bool("json-body", false, "HTTP: KServe v2 JSON body instead of the binary extension")
 	qps := fs.Float64("qps", 100, "calls per second (open loop)")
-	duration := fs.Duration("duration", 10*time.Second, "how long to send")
+	duration := fs.Duration("duration", 10*time.Second, "how long to send; 0 until Ctrl-C")
 	inflight := fs.Int("max-inflight", loadgen.DefaultMaxInFlight, "concurrent calls at most; calls due beyond it count as late")
 	format := fs.String("format", "text", "text or json")
 	if err := cmdline.Parse(fs, args); err != nil {
@@ -44,8 +46,25 @@ func runLoad(args []string, out io.Writer) error {
 	case *format != "text" && *format != "json":
 		return fmt.Errorf("--format %q: want text or json", *format)
 	}
+	// Ctrl-C ends the run as --duration would, calls in flight finishing,
+	// and the summary is printed; a second one exits at once. SIGTERM
+	// still kills: scripts/bench.sh's timeout tells a stalled run by it.
+	stop := make(chan struct{})
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt)
+	defer signal.Stop(sig)
+	ran := make(chan struct{})
+	defer close(ran)
+	go func() {
+		select {
+		case <-sig:
+			signal.Stop(sig)
+			close(stop)
+		case <-ran:
+		}
+	}()
 	sum, err := loadgen.Run(context.Background(), loadgen.Options{
-		QPS: *qps, Duration: *duration, MaxInFlight: *inflight,
+		QPS: *qps, Duration: *duration, MaxInFlight: *inflight, Stop: stop,
 		Targets: []loadgen.Target{{Protocol: *protocol, Addr: *addr, Model: *model, Payload: int(n), JSON: *asJSON}},
 	})
 	if *format == "json" {

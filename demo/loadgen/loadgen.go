@@ -45,8 +45,12 @@ type Target struct {
 // Options configures Run.
 type Options struct {
 	QPS float64 // calls per second, > 0
-	// Duration is how long calls are scheduled; 0 means until ctx is done.
+	// Duration is how long calls are scheduled; 0 means until ctx is done
+	// or Stop closes.
 	Duration time.Duration
+	// Stop, when closed, ends the schedule as Duration does: no more calls
+	// start, and those in flight finish (ctx's end cancels them instead).
+	Stop <-chan struct{}
 	// MaxInFlight bounds concurrent calls (default DefaultMaxInFlight). A
 	// call due while the bound is reached is counted Late and not sent.
 	MaxInFlight int
@@ -119,10 +123,17 @@ schedule:
 			select {
 			case <-ctx.Done():
 				break schedule
+			case <-o.Stop:
+				break schedule
 			case <-timer.C:
 			}
 		} else if ctx.Err() != nil {
 			break
+		}
+		select {
+		case <-o.Stop:
+			break schedule
+		default:
 		}
 		select {
 		case slots <- struct{}{}:
