@@ -9,6 +9,7 @@ import (
 	"math"
 	"os/signal"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -143,7 +144,7 @@ func runDemo(args []string, out, logw io.Writer) error {
 	go tbl.Run(ctx, *every, func() []string {
 		return []string{
 			fmt.Sprintf("inferwatch demo — model server gRPC %s HTTP %s; sidecar gRPC %s HTTP %s", ms.grpcAddr, ms.httpAddr, grpcAddr, httpAddr),
-			fmt.Sprintf("admin %s/metrics   load %.0f QPS open-loop (gRPC + HTTP binary + HTTP JSON) + %.0f LLM generations/s (SSE + ModelStreamInfer)   %s", adminURL, *qps, *llmQPS, faultLine),
+			fmt.Sprintf("admin %s/metrics   %s   %s", adminURL, loadLine(*qps, *llmQPS), faultLine),
 		}
 	})
 
@@ -170,6 +171,15 @@ func runDemo(args []string, out, logw io.Writer) error {
 		return fmt.Errorf("load: %w", lerr)
 	}
 	return nil
+}
+
+// loadLine states the load the demo drives.
+func loadLine(qps, llmQPS float64) string {
+	s := fmt.Sprintf("load %s QPS open-loop (gRPC + HTTP binary + HTTP JSON)", strconv.FormatFloat(qps, 'f', -1, 64))
+	if llmQPS > 0 {
+		s += fmt.Sprintf(" + %s LLM generations/s (SSE + ModelStreamInfer)", strconv.FormatFloat(llmQPS, 'f', -1, 64))
+	}
+	return s
 }
 
 // describeFaults names what the demo injects, with the clock time a

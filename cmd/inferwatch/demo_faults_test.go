@@ -43,3 +43,30 @@ func TestDemoFaultLine(t *testing.T) {
 		})
 	}
 }
+
+// TestDemoLoadLine: the header states the rates asked for: --qps 0.5 read
+// "load 0 QPS", and --llm-qps 0 still announced "+ 0 LLM generations/s
+// (SSE + ModelStreamInfer)" though none were sent.
+func TestDemoLoadLine(t *testing.T) {
+	for _, tc := range []struct {
+		qps, llm float64
+		want     []string
+		not      []string
+	}{
+		{qps: 200, llm: 4, want: []string{"load 200 QPS open-loop", "+ 4 LLM generations/s"}},
+		{qps: 0.5, llm: 0.25, want: []string{"load 0.5 QPS", "+ 0.25 LLM generations/s"}},
+		{qps: 50, llm: 0, want: []string{"load 50 QPS"}, not: []string{"LLM"}},
+	} {
+		got := loadLine(tc.qps, tc.llm)
+		for _, w := range tc.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("load line %q lacks %q", got, w)
+			}
+		}
+		for _, n := range tc.not {
+			if strings.Contains(got, n) {
+				t.Errorf("load line %q holds %q", got, n)
+			}
+		}
+	}
+}
