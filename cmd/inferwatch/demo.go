@@ -260,13 +260,22 @@ func windowLines(views []windowstats.ModelView) []string {
 		if w.Fit.OK {
 			slope = fmt.Sprintf("%.4f", w.Fit.Slope*1000)
 		}
-		rows = append(rows, fmt.Sprintf("%-10s %-7s %8s %6.0f %8s %8s %8s %8s %9s %12s", v.Model, orDash(v.Version), w.Start.Format("15:04:05"), w.QPS,
+		rows = append(rows, fmt.Sprintf("%-10s %-7s %8s %6s %8s %8s %8s %8s %9s %12s", v.Model, orDash(v.Version), w.Start.Format("15:04:05"), rate(w.QPS),
 			ms(w.EMA), ms(w.P50), ms(w.P99), ms(w.P999), ms(w.StdDev), slope))
 	}
 	if len(rows) == 1 {
 		rows = append(rows, "(waiting for the first window to close)")
 	}
 	return rows
+}
+
+// rate shows a rate whole from 10/s up, and with two significant digits
+// below, so that a model called under once a second does not read 0.
+func rate(qps float64) string {
+	if qps >= 10 || qps == 0 {
+		return strconv.FormatFloat(qps, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(qps, 'g', 2, 64)
 }
 
 // orDash shows an empty label value as "-".

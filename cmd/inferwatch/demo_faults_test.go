@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/inferwatch/inferwatch/demo/modelserver"
+	"github.com/inferwatch/inferwatch/windowstats"
 )
 
 // TestDemoFaultLine: the demo's header names every fault it injects, as
@@ -68,5 +69,23 @@ func TestDemoLoadLine(t *testing.T) {
 				t.Errorf("load line %q holds %q", got, n)
 			}
 		}
+	}
+}
+
+// TestDemoWindowQPS: a model called under 1/s (toy-llm at --llm-qps 1 is
+// 0.5/s per API) showed QPS 0 in the window rows, as if it had no calls.
+func TestDemoWindowQPS(t *testing.T) {
+	start := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	rows := windowLines([]windowstats.ModelView{
+		{Model: "toy-llm", Version: "1", Previous: windowstats.WindowView{Start: start, Count: 5, QPS: 0.5, P99: 0.06}},
+		{Model: "mnist-mlp", Version: "1", Previous: windowstats.WindowView{Start: start, Count: 1500, QPS: 150, P99: 0.003}},
+	})
+	for i, want := range []string{"0.5", "150"} {
+		if f := strings.Fields(rows[i+1]); len(f) < 4 || f[3] != want {
+			t.Errorf("row %q: QPS field %q, want %q", rows[i+1], f[3], want)
+		}
+	}
+	if len(rows[1]) != len(rows[2]) || len(rows[0]) != len(rows[1]) {
+		t.Errorf("rows not aligned:\n%s", strings.Join(rows, "\n"))
 	}
 }
