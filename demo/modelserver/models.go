@@ -216,8 +216,13 @@ func preprocessEcho(in []tensor, w outputWant) (execution, error) {
 		case t.typed != nil:
 			err = checkTyped(t)
 		default:
-			if _, ok := dtypeSize(t.datatype); !ok {
-				err = fmt.Errorf("unsupported datatype %q", t.datatype)
+			// JSON data is held to its datatype and shape as raw and typed
+			// data are, and as KServe v2 servers hold it.
+			var n, elems int64
+			if _, n, err = jsonToRaw(t.datatype, t.json); err == nil {
+				if elems, _ = elementCount(t.shape); n != elems {
+					err = fmt.Errorf("%d values of %s data for shape %v, want %d", n, t.datatype, t.shape, elems)
+				}
 			}
 		}
 		if err != nil {
