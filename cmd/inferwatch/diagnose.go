@@ -33,6 +33,9 @@ func runDiagnose(args []string, out, errOut io.Writer) error {
 	if err := cmdline.Parse(fs, args); err != nil {
 		return err
 	}
+	if *timeout <= 0 {
+		return fmt.Errorf("--timeout %v: must be positive", *timeout)
+	}
 	rep, err := fetchDiagnosis(*admin, *model, *from, *to, *alert, *timeout)
 	if err != nil {
 		return err

@@ -50,3 +50,17 @@ func TestDiagnoseAdminAnswers(t *testing.T) {
 		t.Errorf("output:\n%s", out.String())
 	}
 }
+
+// TestDiagnoseTimeoutChecked: --timeout 0 meant no limit on the sidecar
+// (a hung admin port hung the command) yet an LLM deadline already past
+// ("no prose: context deadline exceeded"); a timeout that is not positive
+// is refused, naming the flag.
+func TestDiagnoseTimeoutChecked(t *testing.T) {
+	admin := fakeAdmin(t)
+	for _, v := range []string{"0", "-1s"} {
+		err := runDiagnose([]string{"--admin", admin.URL, "--from", "5m", "--timeout", v}, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--timeout") {
+			t.Errorf("--timeout %s: err %v, want one naming --timeout", v, err)
+		}
+	}
+}
