@@ -122,6 +122,11 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 			cfg.Host.BPFDisabled = true
 		}
 		pick("bpf-budget", func() { cfg.Host.BPFBudget = *bpfBudget })
+		// Repeatable flags given replace the file's lists, as any flag
+		// given wins over the file.
+		if len(upPIDs) > 0 {
+			cfg.Host.UpstreamPIDs = nil
+		}
 		for _, v := range upPIDs {
 			pid, err := strconv.Atoi(v)
 			if err != nil {
@@ -133,7 +138,9 @@ func proxyFlags(fs *flag.FlagSet) func() (config.Config, error) {
 		if *bySocketUser {
 			cfg.Host.UpstreamBySocketUser = true
 		}
-		cfg.Alerting.AlertmanagerURLs = append(cfg.Alerting.AlertmanagerURLs, amURLs...)
+		if len(amURLs) > 0 {
+			cfg.Alerting.AlertmanagerURLs = amURLs
+		}
 		if *webhook != "" {
 			cfg.Alerting.WebhookURL = *webhook
 		}
