@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -140,11 +141,12 @@ func runDemo(args []string, out, logw io.Writer) error {
 			}
 		}()
 	}
+	var skipped atomic.Int64 // due calls the load generators skipped as late
 	faultLine := describeFaults(f, *base, *stepAt, *stepExtra, msStart)
 	go tbl.Run(ctx, *every, func() []string {
 		return []string{
 			fmt.Sprintf("inferwatch demo — model server gRPC %s HTTP %s; sidecar gRPC %s HTTP %s", ms.grpcAddr, ms.httpAddr, grpcAddr, httpAddr),
-			fmt.Sprintf("admin %s/metrics   %s   %s", adminURL, loadLine(*qps, *llmQPS), faultLine),
+			fmt.Sprintf("admin %s/metrics   %s   %s", adminURL, loadLine(*qps, *llmQPS, skipped.Load()), faultLine),
 		}
 	})
 
@@ -155,12 +157,12 @@ func runDemo(args []string, out, logw io.Writer) error {
 		{Protocol: loadgen.ProtocolGRPC, Addr: grpcAddr, Model: loadgen.ModelEcho, Payload: 64 << 10},
 	}
 	if *llmQPS > 0 {
-		go loadgen.Run(ctx, loadgen.Options{QPS: *llmQPS, Targets: []loadgen.Target{
+		go loadgen.Run(ctx, loadgen.Options{QPS: *llmQPS, OnLate: func() { skipped.Add(1) }, Targets: []loadgen.Target{
 			{Protocol: loadgen.ProtocolHTTP, Addr: httpAddr, Model: loadgen.ModelLLM},
 			{Protocol: loadgen.ProtocolGRPC, Addr: grpcAddr, Model: loadgen.ModelLLM},
 		}})
 	}
-	_, lerr := loadgen.Run(ctx, loadgen.Options{QPS: *qps, Targets: targets})
+	_, lerr := loadgen.Run(ctx, loadgen.Options{QPS: *qps, Targets: targets, OnLate: func() { skipped.Add(1) }})
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -173,11 +175,16 @@ func runDemo(args []string, out, logw io.Writer) error {
 	return nil
 }
 
-// loadLine states the load the demo drives.
-func loadLine(qps, llmQPS float64) string {
+// loadLine states the load the demo drives, and how many due calls the
+// load generator skipped because its in-flight bound was reached (a server
+// too slow for the rate): those never reach the table.
+func loadLine(qps, llmQPS float64, skipped int64) string {
 	s := fmt.Sprintf("load %s QPS open-loop (gRPC + HTTP binary + HTTP JSON)", strconv.FormatFloat(qps, 'f', -1, 64))
 	if llmQPS > 0 {
 		s += fmt.Sprintf(" + %s LLM generations/s (SSE + ModelStreamInfer)", strconv.FormatFloat(llmQPS, 'f', -1, 64))
+	}
+	if skipped > 0 {
+		s += fmt.Sprintf(", %d calls skipped (due with %d in flight)", skipped, loadgen.DefaultMaxInFlight)
 	}
 	return s
 }

@@ -58,7 +58,7 @@ func TestDemoLoadLine(t *testing.T) {
 		{qps: 0.5, llm: 0.25, want: []string{"load 0.5 QPS", "+ 0.25 LLM generations/s"}},
 		{qps: 50, llm: 0, want: []string{"load 50 QPS"}, not: []string{"LLM"}},
 	} {
-		got := loadLine(tc.qps, tc.llm)
+		got := loadLine(tc.qps, tc.llm, 0)
 		for _, w := range tc.want {
 			if !strings.Contains(got, w) {
 				t.Errorf("load line %q lacks %q", got, w)
@@ -87,5 +87,18 @@ func TestDemoWindowQPS(t *testing.T) {
 	}
 	if len(rows[1]) != len(rows[2]) || len(rows[0]) != len(rows[1]) {
 		t.Errorf("rows not aligned:\n%s", strings.Join(rows, "\n"))
+	}
+}
+
+// TestDemoLoadLineSkipped: calls the load generator skipped (due while its
+// in-flight bound was reached, as a slow server makes happen) are named in
+// the header; the table's QPS fell below the header's "load 200 QPS" with
+// nothing saying why.
+func TestDemoLoadLineSkipped(t *testing.T) {
+	if got := loadLine(200, 4, 0); strings.Contains(got, "skipped") {
+		t.Errorf("load line %q names skipped calls, none were", got)
+	}
+	if got := loadLine(200, 4, 1234); !strings.Contains(got, "1234 calls skipped") {
+		t.Errorf("load line %q does not name the 1234 skipped calls", got)
 	}
 }

@@ -59,6 +59,9 @@ type Options struct {
 	// OnResult, if set, sees each finished call. Calls to it are serialised
 	// but run on the calls' goroutines, so it should be quick.
 	OnResult func(Result)
+	// OnLate, if set, is called for each due call counted Late, as it is
+	// skipped, from the scheduling goroutine, so it should be quick.
+	OnLate func()
 }
 
 // Result is one finished call.
@@ -139,6 +142,9 @@ schedule:
 		case slots <- struct{}{}:
 		default:
 			col.late()
+			if o.OnLate != nil {
+				o.OnLate()
+			}
 			continue
 		}
 		target := i % len(callers)

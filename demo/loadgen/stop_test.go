@@ -38,3 +38,24 @@ func TestRunStop(t *testing.T) {
 		t.Errorf("summary %+v; want the calls in flight at Stop finished OK", s)
 	}
 }
+
+// TestRunOnLate: each due call skipped because MaxInFlight calls are in
+// flight is reported as it happens, so a live view (the demo's header) can
+// say the offered rate is not what reaches the server; only the final
+// Summary counted them.
+func TestRunOnLate(t *testing.T) {
+	srv, g, _ := serve(t)
+	srv.SetExtraLatency(30 * time.Millisecond)
+	late := 0
+	s, err := Run(context.Background(), Options{
+		QPS: 100, Duration: 500 * time.Millisecond, MaxInFlight: 1,
+		Targets: []Target{{Protocol: ProtocolGRPC, Addr: g, Model: ModelMLP}},
+		OnLate:  func() { late++ },
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if late == 0 || late != s.Late {
+		t.Errorf("OnLate called %d times, summary late %d", late, s.Late)
+	}
+}
