@@ -8,12 +8,14 @@ import (
 	"io"
 	"math"
 	"os/signal"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/inferwatch/inferwatch/internal/cmdline"
 
@@ -237,8 +239,12 @@ func tritonLines(sc *sidecar.Sidecar) []string {
 	for _, p := range sc.Pollers() {
 		snap := p.Snapshot()
 		sort.Slice(snap, func(i, j int) bool { return snap[i].Model < snap[j].Model })
+		nameWidth := 10 // as wide as the longest name, so the counts line up
 		for _, m := range snap {
-			line := fmt.Sprintf("%-10s v%-3s %6d inferences", m.Model, m.Version, m.Inferences)
+			nameWidth = max(nameWidth, utf8.RuneCountInString(m.Model))
+		}
+		for _, m := range snap {
+			line := fmt.Sprintf("%-*s v%-3s %6d inferences", nameWidth, m.Model, m.Version, m.Inferences)
 			for _, st := range m.Stages {
 				if st.Count == 0 || st.Name == "success" {
 					continue
@@ -254,10 +260,12 @@ func tritonLines(sc *sidecar.Sidecar) []string {
 	return lines
 }
 
-// windowLines renders the last closed window of every model.
+// windowLines renders the last closed window of every model, in columns
+// as wide as their widest cell, so a long model name keeps its row's
+// figures under their headings.
 func windowLines(views []windowstats.ModelView) []string {
 	ms := func(s float64) string { return fmt.Sprintf("%.2f", s*1000) }
-	rows := []string{fmt.Sprintf("%-10s %-7s %8s %6s %8s %8s %8s %8s %9s %12s", "MODEL", "VERSION", "WINDOW", "QPS", "EMA", "P50", "P99", "P99.9", "STDDEV", "SLOPE ms/qps")}
+	rows := [][]string{{"MODEL", "VERSION", "WINDOW", "QPS", "EMA", "P50", "P99", "P99.9", "STDDEV", "SLOPE ms/qps"}}
 	for _, v := range views {
 		w := v.Previous
 		if w.Count == 0 {
@@ -267,13 +275,48 @@ func windowLines(views []windowstats.ModelView) []string {
 		if w.Fit.OK {
 			slope = fmt.Sprintf("%.4f", w.Fit.Slope*1000)
 		}
-		rows = append(rows, fmt.Sprintf("%-10s %-7s %8s %6s %8s %8s %8s %8s %9s %12s", v.Model, orDash(v.Version), w.Start.Format("15:04:05"), rate(w.QPS),
-			ms(w.EMA), ms(w.P50), ms(w.P99), ms(w.P999), ms(w.StdDev), slope))
+		rows = append(rows, []string{v.Model, orDash(v.Version), w.Start.Format("15:04:05"), rate(w.QPS),
+			ms(w.EMA), ms(w.P50), ms(w.P99), ms(w.P999), ms(w.StdDev), slope})
 	}
 	if len(rows) == 1 {
-		rows = append(rows, "(waiting for the first window to close)")
+		return []string{alignRows(rows, windowWidths, 2)[0], "(waiting for the first window to close)"}
 	}
-	return rows
+	return alignRows(rows, windowWidths, 2)
+}
+
+// windowWidths are the window columns' least widths.
+var windowWidths = []int{10, 7, 8, 6, 8, 8, 8, 8, 9, 12}
+
+// alignRows lays rows out in columns one space apart, each at least its
+// least width and as wide as its widest cell: the first left columns
+// left-aligned, the rest right-aligned.
+func alignRows(rows [][]string, least []int, left int) []string {
+	width := slices.Clone(least)
+	for _, r := range rows {
+		for i, c := range r {
+			if i >= len(width) {
+				width = append(width, 0)
+			}
+			width[i] = max(width[i], utf8.RuneCountInString(c))
+		}
+	}
+	out := make([]string, 0, len(rows))
+	for _, r := range rows {
+		var b strings.Builder
+		for i, c := range r {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(c))
+			if i < left {
+				b.WriteString(c + pad)
+			} else {
+				b.WriteString(pad + c)
+			}
+		}
+		out = append(out, b.String())
+	}
+	return out
 }
 
 // rate shows a rate whole from 10/s up, and with two significant digits

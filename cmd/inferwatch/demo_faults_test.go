@@ -102,3 +102,24 @@ func TestDemoLoadLineSkipped(t *testing.T) {
 		t.Errorf("load line %q does not name the 1234 skipped calls", got)
 	}
 }
+
+// TestDemoWindowRowsAligned: the window rows stay under their headings
+// whatever the model's name; a name over 10 characters (a caller's own
+// model through the demo's sidecar, or a repository model) pushed its row's
+// figures right of the headings.
+func TestDemoWindowRowsAligned(t *testing.T) {
+	start := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	w := windowstats.WindowView{Start: start, Count: 50, QPS: 5, P99: 0.06}
+	rows := windowLines([]windowstats.ModelView{
+		{Model: "mnist-mlp", Version: "1", Previous: w},
+		{Model: "resnet50-imagenet-int8", Version: "12", Previous: w},
+	})
+	for _, r := range rows[1:] {
+		if len(r) != len(rows[0]) {
+			t.Fatalf("rows not aligned:\n%s", strings.Join(rows, "\n"))
+		}
+	}
+	if p := strings.Index(rows[0], "P99 "); p < 0 || !strings.HasSuffix(strings.TrimRight(rows[2][:p+3], " "), "60.00") {
+		t.Errorf("P99 of the long-named row not under its heading:\n%s", strings.Join(rows, "\n"))
+	}
+}
