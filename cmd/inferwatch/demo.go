@@ -70,6 +70,9 @@ func runDemo(args []string, out, logw io.Writer) error {
 	if !(*llmQPS >= 0) || math.IsInf(*llmQPS, 0) {
 		return fmt.Errorf("--llm-qps %v: want generations per second, 0 for none", *llmQPS)
 	}
+	if *duration < 0 {
+		return fmt.Errorf("--duration %v: must not be negative (0: until Ctrl-C)", *duration)
+	}
 	if f.SpikeEvery > 0 && f.SpikeFor < 4**window {
 		fmt.Fprintf(logw, "inferwatch demo: note: a %v spike spans fewer than 4 %v windows; P99OverBaseline needs 3 breaching windows in a row\n", f.SpikeFor, *window)
 	}

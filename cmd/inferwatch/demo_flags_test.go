@@ -20,6 +20,7 @@ func TestDemoLoadFlagsChecked(t *testing.T) {
 		{[]string{"--qps", "0"}, "--qps"},
 		{[]string{"--qps", "-5"}, "--qps"},
 		{[]string{"--llm-qps", "-1"}, "--llm-qps"},
+		{[]string{"--duration", "-10s"}, "--duration"}, // ran until Ctrl-C
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			done := make(chan error, 1)
