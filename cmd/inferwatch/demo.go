@@ -46,7 +46,8 @@ func runDemo(args []string, out, logw io.Writer) error {
 	dataPlane := fs.String("data-plane", config.DefaultDataPlane(), "how the gRPC route moves bytes: stdlib or frame; default from INFERWATCH_DATA_PLANE, else stdlib")
 	window := fs.Duration("window", 10*time.Second, "window statistics window length (alerts evaluate per window)")
 	speedup := fs.Float64("history-speedup", 1, "baseline history seconds per real second (e.g. 8640: a day of history every 10 s)")
-	sla := fs.Duration("sla", 25*time.Millisecond, "latency SLA of mnist-mlp for LatencyMeanOverSLA")
+	sla := &demoSLA{m: map[string]time.Duration{loadgen.ModelMLP: 25 * time.Millisecond}}
+	fs.Var(sla, "sla", "latency SLA for LatencyMeanOverSLA: a duration for mnist-mlp, or model=duration as proxy's --sla takes it (repeatable; INFERWATCH_SLA in either form)")
 	ttftSLO := fs.Duration("ttft-slo", 0, "P99 time-to-first-token SLO of toy-llm for LLMTimeToFirstTokenOverSLO; 0: none")
 	base := fs.Duration("base-latency", 0, "a constant extra latency of every inference from the start (a slower model)")
 	stepAt := fs.Duration("inject-step-at", 0, "after this long, the model server degrades for good: each inference gains an exponentially distributed delay of mean --step-extra (0: never)")
@@ -99,9 +100,14 @@ func runDemo(args []string, out, logw io.Writer) error {
 	cfg.Alerting.Window = config.Duration(*window)
 	cfg.Alerting.Baseline.Speedup = *speedup
 	cfg.Alerting.AlertmanagerURLs = amURLs
-	cfg.Alerting.Rules.Models = map[string]alerting.Thresholds{"mnist-mlp": {SLA: *sla}}
+	cfg.Alerting.Rules.Models = map[string]alerting.Thresholds{}
+	for model, d := range sla.m {
+		cfg.Alerting.Rules.Models[model] = alerting.Thresholds{SLA: d}
+	}
 	if *ttftSLO > 0 {
-		cfg.Alerting.Rules.Models[loadgen.ModelLLM] = alerting.Thresholds{TTFTSLO: *ttftSLO}
+		t := cfg.Alerting.Rules.Models[loadgen.ModelLLM]
+		t.TTFTSLO = *ttftSLO
+		cfg.Alerting.Rules.Models[loadgen.ModelLLM] = t
 	}
 	cfg.Finish()
 	tbl := table.New(out)
@@ -438,3 +444,40 @@ func modelVersion(labels map[string]string) string {
 	}
 	return labels["model"]
 }
+
+// demoSLA is the demo's --sla: a duration for mnist-mlp, or model=duration
+// pairs as proxy's --sla takes them. Both read INFERWATCH_SLA, which README
+// sets in proxy's form; read as a plain duration, that stopped the demo
+// from starting.
+type demoSLA struct {
+	given bool
+	m     map[string]time.Duration
+}
+
+func (s *demoSLA) String() string {
+	if s == nil {
+		return ""
+	}
+	return fmt.Sprint(s.m)
+}
+
+// Set takes one duration or model=duration; the first given replaces the
+// default.
+func (s *demoSLA) Set(v string) error {
+	if !s.given {
+		s.given, s.m = true, map[string]time.Duration{}
+	}
+	model, d, pair := strings.Cut(v, "=")
+	if !pair {
+		model, d = loadgen.ModelMLP, v
+	}
+	dur, err := time.ParseDuration(d)
+	if err != nil || dur <= 0 || model == "" {
+		return fmt.Errorf("want a positive duration or model=duration, got %q", v)
+	}
+	s.m[model] = dur
+	return nil
+}
+
+// Repeatable: INFERWATCH_SLA holds the pairs comma-separated.
+func (s *demoSLA) Repeatable() {}
