@@ -1,60 +1,11 @@
 package h2_test
 
 import (
-	"bufio"
-	"bytes"
 	"net"
 	"testing"
-	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
-
-// rawClient is a client connection to the forwarder that writes frames as
-// told, valid or not.
-type rawClient struct {
-	t  *testing.T
-	nc net.Conn
-	fr *http2.Framer
-	hb bytes.Buffer
-	en *hpack.Encoder
-}
-
-func dialRaw(t *testing.T, addr string) *rawClient {
-	t.Helper()
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close() })
-	nc.Write([]byte(http2.ClientPreface))
-	c := &rawClient{t: t, nc: nc, fr: http2.NewFramer(nc, bufio.NewReader(nc))}
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	c.en = hpack.NewEncoder(&c.hb)
-	c.fr.WriteSettings()
-	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
-	return c
-}
-
-// block encodes a POST request's header block plus extra name, value pairs.
-func (c *rawClient) block(extra ...string) []byte {
-	c.hb.Reset()
-	fields := append([]string{":method", "POST", ":scheme", "http", ":authority", "x", ":path", "/"}, extra...)
-	for i := 0; i < len(fields); i += 2 {
-		c.en.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
-	}
-	return c.hb.Bytes()
-}
-
-// fields encodes name, value pairs alone (trailers).
-func (c *rawClient) fields(kv ...string) []byte {
-	c.hb.Reset()
-	for i := 0; i < len(kv); i += 2 {
-		c.en.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
-	}
-	return c.hb.Bytes()
-}
 
 // until reads frames up to the acknowledgement of a PING it sends now (the
 // forwarder handles a connection's frames in order), failing on a GOAWAY;

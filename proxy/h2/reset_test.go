@@ -1,14 +1,11 @@
 package h2_test
 
 import (
-	"bufio"
 	"bytes"
-	"net"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
 
 // TestNoDataAfterUpstreamResetNoError: an upstream that answered in full
@@ -19,72 +16,34 @@ import (
 // server does, would answer STREAM_CLOSED, and the response must reach
 // the client whole.
 func TestNoDataAfterUpstreamResetNoError(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
 	late := make(chan uint32, 1)
-	go func() {
-		nc, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer nc.Close()
-		br := bufio.NewReader(nc)
-		br.Discard(len(http2.ClientPreface))
-		bw := bufio.NewWriter(nc)
-		fr := http2.NewFramer(bw, br)
-		fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-		fr.WriteSettings()
-		bw.Flush()
-		var hb bytes.Buffer
-		enc := hpack.NewEncoder(&hb)
-		enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
-		reset := map[uint32]bool{}
-		for {
-			f, err := fr.ReadFrame()
-			if err != nil {
-				return
-			}
-			switch f := f.(type) {
-			case *http2.MetaHeadersFrame:
-				fr.WriteHeaders(http2.HeadersFrameParam{StreamID: f.StreamID, BlockFragment: hb.Bytes(), EndHeaders: true})
-				fr.WriteData(f.StreamID, true, bytes.Repeat([]byte{'r'}, 1000))
-				fr.WriteRSTStream(f.StreamID, http2.ErrCodeNo)
-				bw.Flush() // one write: the sidecar reads the RST_STREAM before it flushes the DATA
-				reset[f.StreamID] = true
-			case *http2.DataFrame:
-				if reset[f.StreamID] {
-					select {
-					case late <- f.StreamID:
-					default:
-					}
-					fr.WriteRSTStream(f.StreamID, http2.ErrCodeStreamClosed)
-					bw.Flush()
+	status := hpackBlock(":status", "200")
+	reset := map[uint32]bool{}
+	up := rawUpstream(t, func(fr *http2.Framer, f http2.Frame, flush func() error) {
+		switch f := f.(type) {
+		case *http2.MetaHeadersFrame:
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: f.StreamID, BlockFragment: status, EndHeaders: true})
+			fr.WriteData(f.StreamID, true, bytes.Repeat([]byte{'r'}, 1000))
+			fr.WriteRSTStream(f.StreamID, http2.ErrCodeNo)
+			flush() // one write: the sidecar reads the RST_STREAM before it flushes the DATA
+			reset[f.StreamID] = true
+		case *http2.DataFrame:
+			if reset[f.StreamID] {
+				select {
+				case late <- f.StreamID:
+				default:
 				}
+				fr.WriteRSTStream(f.StreamID, http2.ErrCodeStreamClosed)
+				flush()
 			}
 		}
-	}()
-	addr, _ := startForwarder(t, l.Addr().String(), nopObserver{})
+	})
+	addr, _ := startForwarder(t, up, nopObserver{})
 
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	nc.Write([]byte(http2.ClientPreface))
-	fr := http2.NewFramer(nc, bufio.NewReader(nc))
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 10}) // the response waits
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/"}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+	c := dialRaw(t, addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 10}) // the response waits
+	fr := c.fr
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.block(), EndHeaders: true})
 
-	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 	var got int
 	sent := false
 	for {
@@ -134,30 +93,12 @@ func TestNoDataAfterUpstreamResetNoError(t *testing.T) {
 // with GOAWAY, which would fail every other call on the connection.
 func TestMalformedHeadersResetOnlyTheirStream(t *testing.T) {
 	addr, _ := startForwarder(t, startUpstream(t, 0), nopObserver{})
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	nc.Write([]byte(http2.ClientPreface))
-	fr := http2.NewFramer(nc, bufio.NewReader(nc))
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	fr.WriteSettings()
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	block := func(extra ...string) []byte {
-		hb.Reset()
-		fields := append([]string{":method", "POST", ":scheme", "http", ":authority", "x", ":path", "/"}, extra...)
-		for i := 0; i < len(fields); i += 2 {
-			enc.WriteField(hpack.HeaderField{Name: fields[i], Value: fields[i+1]})
-		}
-		return hb.Bytes()
-	}
-	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block("X-Bad", "1"), EndHeaders: true})
+	c := dialRaw(t, addr)
+	fr := c.fr
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.block("X-Bad", "1"), EndHeaders: true})
 	fr.WriteData(1, true, []byte("body"))
-	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: block(), EndStream: true, EndHeaders: true})
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: c.block(), EndStream: true, EndHeaders: true})
 
-	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 	for {
 		f, err := fr.ReadFrame()
 		if err != nil {
@@ -180,58 +121,21 @@ func TestMalformedHeadersResetOnlyTheirStream(t *testing.T) {
 // of the response still waiting for its window: a client connected
 // directly would have read it all before the RST_STREAM.
 func TestCompleteResponseOutlivesUpstreamReset(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		nc, err := l.Accept()
-		if err != nil {
-			return
+	status := hpackBlock(":status", "200")
+	up := rawUpstream(t, func(fr *http2.Framer, f http2.Frame, flush func() error) {
+		if f, ok := f.(*http2.MetaHeadersFrame); ok {
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: f.StreamID, BlockFragment: status, EndHeaders: true})
+			fr.WriteData(f.StreamID, true, bytes.Repeat([]byte{'r'}, 1000))
+			fr.WriteRSTStream(f.StreamID, http2.ErrCodeCancel)
+			flush()
 		}
-		defer nc.Close()
-		br := bufio.NewReader(nc)
-		br.Discard(len(http2.ClientPreface))
-		bw := bufio.NewWriter(nc)
-		fr := http2.NewFramer(bw, br)
-		fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-		fr.WriteSettings()
-		bw.Flush()
-		var hb bytes.Buffer
-		hpack.NewEncoder(&hb).WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
-		for {
-			f, err := fr.ReadFrame()
-			if err != nil {
-				return
-			}
-			if f, ok := f.(*http2.MetaHeadersFrame); ok {
-				fr.WriteHeaders(http2.HeadersFrameParam{StreamID: f.StreamID, BlockFragment: hb.Bytes(), EndHeaders: true})
-				fr.WriteData(f.StreamID, true, bytes.Repeat([]byte{'r'}, 1000))
-				fr.WriteRSTStream(f.StreamID, http2.ErrCodeCancel)
-				bw.Flush()
-			}
-		}
-	}()
-	addr, _ := startForwarder(t, l.Addr().String(), nopObserver{})
+	})
+	addr, _ := startForwarder(t, up, nopObserver{})
 
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	nc.Write([]byte(http2.ClientPreface))
-	fr := http2.NewFramer(nc, bufio.NewReader(nc))
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 10}) // the response waits
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/"}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+	c := dialRaw(t, addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 10}) // the response waits
+	fr := c.fr
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.block(), EndHeaders: true})
 
-	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 	var got int
 	opened := false
 	for {

@@ -42,17 +42,10 @@ func TestShutdownDeliversWholeResponses(t *testing.T) {
 	// A small receive buffer keeps most of the response in the forwarder's
 	// send queue while the client reads.
 	nc := testenv.DialReceiveBuffer(t, addr, 8<<10)
-	io.WriteString(nc, http2.ClientPreface)
-	fr := http2.NewFramer(nc, bufio.NewReader(nc))
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})
+	c := rawOver(t, nc, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})
+	fr := c.fr
 	fr.WriteWindowUpdate(0, 1<<31-1-65535)
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/big"}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.fields(":method", "GET", ":scheme", "http", ":authority", "x", ":path", "/big"), EndStream: true, EndHeaders: true})
 
 	select {
 	case <-arrived:
@@ -242,17 +235,9 @@ func TestShutdownDeadlineWithStuckClient(t *testing.T) {
 	}))
 	addr, srv := startForwarder(t, up, nopObserver{})
 
-	nc := testenv.DialReceiveBuffer(t, addr, 8<<10)
-	io.WriteString(nc, http2.ClientPreface)
-	fr := http2.NewFramer(nc, nil)
-	fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})
-	fr.WriteWindowUpdate(0, 1<<31-1-65535)
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/big"}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
+	c := rawOver(t, testenv.DialReceiveBuffer(t, addr, 8<<10), http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1<<31 - 1})
+	c.fr.WriteWindowUpdate(0, 1<<31-1-65535)
+	c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.fields(":method", "GET", ":scheme", "http", ":authority", "x", ":path", "/big"), EndStream: true, EndHeaders: true})
 	select {
 	case <-arrived:
 	case <-time.After(5 * time.Second):
@@ -309,20 +294,9 @@ func TestShutdownDeadlineWithStuckUpstream(t *testing.T) {
 		o.StreamWindow, o.ConnWindow = body, body
 	})
 
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nc.Close() })
-	io.WriteString(nc, http2.ClientPreface)
-	fr := http2.NewFramer(nc, nil)
-	fr.WriteSettings()
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/up"}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+	c := dialRaw(t, addr)
+	fr := c.fr
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.fields(":method", "POST", ":scheme", "http", ":authority", "x", ":path", "/up"), EndHeaders: true})
 	go func() {
 		chunk := make([]byte, 16<<10)
 		for sent := 0; sent < body; sent += len(chunk) {

@@ -1,14 +1,11 @@
 package h2_test
 
 import (
-	"bufio"
-	"bytes"
-	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 
 	"github.com/inferwatch/inferwatch/proxy/h2"
 )
@@ -18,65 +15,32 @@ import (
 // window, but the upstream has closed the stream. A second stream must go
 // upstream, not be refused by the sidecar for a limit it is not at.
 func TestUpstreamLimitCountsOpenStreams(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
 	upHeaders := make(chan uint32, 4)
-	go func() {
-		nc, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer nc.Close()
-		br := bufio.NewReader(nc)
-		br.Discard(len(http2.ClientPreface))
-		fr := http2.NewFramer(nc, br)
-		fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-		fr.WriteSettings(http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 1})
-		var hb bytes.Buffer
-		enc := hpack.NewEncoder(&hb)
-		enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
-		for {
-			f, err := fr.ReadFrame()
-			if err != nil {
-				return
+	status := hpackBlock(":status", "200")
+	up := rawUpstream(t, func(fr *http2.Framer, f http2.Frame, flush func() error) {
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				fr.WriteSettingsAck()
+				flush()
 			}
-			switch f := f.(type) {
-			case *http2.SettingsFrame:
-				if !f.IsAck() {
-					fr.WriteSettingsAck()
-				}
-			case *http2.MetaHeadersFrame:
-				upHeaders <- f.StreamID
-				if f.StreamID == 1 {
-					fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
-					fr.WriteData(1, true, make([]byte, 1000))
-				}
+		case *http2.MetaHeadersFrame:
+			upHeaders <- f.StreamID
+			if f.StreamID == 1 {
+				fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: status, EndHeaders: true})
+				flush()
+				fr.WriteData(1, true, make([]byte, 1000))
+				flush()
 			}
 		}
-	}()
-	addr, _ := startForwarder(t, l.Addr().String(), nopObserver{})
+	}, http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 1})
+	addr, _ := startForwarder(t, up, nopObserver{})
 
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	nc.Write([]byte(http2.ClientPreface))
-	fr := http2.NewFramer(nc, bufio.NewReader(nc))
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 10}) // stream 1's response waits
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/"}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	block := hb.Bytes()
+	c := dialRaw(t, addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 10}) // stream 1's response waits
+	fr := c.fr
+	block := c.fields(":method", "GET", ":scheme", "http", ":authority", "x", ":path", "/")
 	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndStream: true, EndHeaders: true})
 
-	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
 	firstData := make(chan struct{})
 	resets := make(chan *http2.RSTStreamFrame, 4)
 	go func() {
@@ -122,58 +86,19 @@ func TestUpstreamLimitCountsOpenStreams(t *testing.T) {
 // whole; it must not be forwarded with its tail (here grpc-status) cut off
 // as if that were the response, but answered as an upstream failure.
 func TestOversizedResponseHeadersNotTruncated(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		nc, err := l.Accept()
-		if err != nil {
-			return
+	big := strings.Repeat("b", 2000)
+	up := rawUpstream(t, func(fr *http2.Framer, f http2.Frame, flush func() error) {
+		if f, ok := f.(*http2.MetaHeadersFrame); ok {
+			block := hpackBlock(":status", "200", "content-type", "application/grpc", "x-big", big, "x-big", big, "x-big", big, "grpc-status", "0")
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: f.StreamID, BlockFragment: block, EndStream: true, EndHeaders: true})
+			flush()
 		}
-		defer nc.Close()
-		br := bufio.NewReader(nc)
-		br.Discard(len(http2.ClientPreface))
-		fr := http2.NewFramer(nc, br)
-		fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-		fr.WriteSettings()
-		for {
-			f, err := fr.ReadFrame()
-			if err != nil {
-				return
-			}
-			if f, ok := f.(*http2.MetaHeadersFrame); ok {
-				var hb bytes.Buffer
-				enc := hpack.NewEncoder(&hb)
-				enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
-				enc.WriteField(hpack.HeaderField{Name: "content-type", Value: "application/grpc"})
-				for range 3 {
-					enc.WriteField(hpack.HeaderField{Name: "x-big", Value: string(bytes.Repeat([]byte{'b'}, 2000))})
-				}
-				enc.WriteField(hpack.HeaderField{Name: "grpc-status", Value: "0"})
-				fr.WriteHeaders(http2.HeadersFrameParam{StreamID: f.StreamID, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
-			}
-		}
-	}()
-	addr, _ := startForwarder(t, l.Addr().String(), nopObserver{}, func(o *h2.Options) { o.MaxHeaderListSize = 4096 })
+	})
+	addr, _ := startForwarder(t, up, nopObserver{}, func(o *h2.Options) { o.MaxHeaderListSize = 4096 })
 
-	nc, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	nc.Write([]byte(http2.ClientPreface))
-	fr := http2.NewFramer(nc, bufio.NewReader(nc))
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	fr.WriteSettings()
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/s/M"}, {"content-type", "application/grpc"}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
-	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	c := dialRaw(t, addr)
+	fr := c.fr
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.fields(":method", "POST", ":scheme", "http", ":authority", "x", ":path", "/s/M", "content-type", "application/grpc"), EndStream: true, EndHeaders: true})
 	for {
 		f, err := fr.ReadFrame()
 		if err != nil {
