@@ -187,22 +187,29 @@ func idleClosed(nc net.Conn) (closed, ok bool) {
 	if cn, isCN := nc.(*closeNotifyConn); isCN {
 		nc = cn.Conn
 	}
-	sc, isSC := nc.(syscall.Conn)
-	if !isSC {
+	var rc syscall.RawConn
+	switch c := nc.(type) {
+	case *rawConn:
+		rc = c.rc // held: SyscallConn allocates each time
+	case syscall.Conn:
+		var err error
+		if rc, err = c.SyscallConn(); err != nil {
+			return true, true
+		}
+	default:
 		return false, false
 	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return true, true
-	}
 	var b [1]byte
-	err = rc.Read(func(fd uintptr) bool {
-		_, _, e := syscall.Syscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
+	// Control, not Read: the probe never waits for readiness, so it needs
+	// neither the read lock nor the poller; and a raw call, as rawConn's:
+	// MSG_DONTWAIT never blocks, and the scheduler's syscall path wakes
+	// sysmon (see rawConn).
+	err := rc.Control(func(fd uintptr) {
+		_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&b[0])), 1,
 			syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
 		// Would block: open and quiet, as an idle connection is. Anything
 		// else — end of stream, a reset, a byte — means not reusable.
 		closed = e != syscall.EAGAIN
-		return true
 	})
 	return closed || err != nil, true
 }
