@@ -157,6 +157,9 @@ func TestIdleCloseLingers(t *testing.T) {
 	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", "x"}, {":path", "/"}} {
 		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 	}
+	// The idle clock starts when the stream ends, which can be before this
+	// goroutine runs again once the request is out: time from before it.
+	start := time.Now()
 	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
 
 	stop := make(chan struct{})
@@ -179,7 +182,6 @@ func TestIdleCloseLingers(t *testing.T) {
 	}()
 
 	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	start := time.Now()
 	var ended, goAway bool
 	for {
 		f, err := fr.ReadFrame()
