@@ -29,7 +29,7 @@ type conn struct {
 	mu      sync.Mutex
 	streams map[uint32]*stream // by client stream ID
 	maxID   uint32             // highest client stream ID opened
-	ups     []*upConn          // the last takes new streams; older ones drain
+	ups     []*upConn          // oldest first; those not draining take new streams
 	goAway  bool               // we sent GOAWAY: no new streams
 	linger  bool               // write side shut: serve returns, teardown drains
 	closed  bool
@@ -358,19 +358,20 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	}
 
 	up, err := c.upstream()
+	if err == errUpstreamBusy {
+		// Every connection the upstream would refuse it on; so do we, and
+		// the client may retry.
+		st.ev.Unavailable = errUpstreamBusy
+		st.ev.Reset, st.ev.ResetCode = ResetByUpstream, http2.ErrCodeRefusedStream
+		c.rst(id, http2.ErrCodeRefusedStream)
+		st.kill()
+		return nil
+	}
 	if err != nil {
 		if end { // the answer closes the stream: no RST_STREAM after it
 			st.req.ended, st.ev.RequestEnd = true, st.since()
 		}
 		c.unavailable(st, err)
-		return nil
-	}
-	if up.maxStreams > 0 && uint32(len(up.streams)) >= up.maxStreams && up.open() >= up.maxStreams {
-		// The upstream would refuse it; so do we, and the client may retry.
-		st.ev.Unavailable = errUpstreamBusy
-		st.ev.Reset, st.ev.ResetCode = ResetByUpstream, http2.ErrCodeRefusedStream
-		c.rst(id, http2.ErrCodeRefusedStream)
-		st.kill()
 		return nil
 	}
 	uid := up.nextID

@@ -163,14 +163,31 @@ func FuzzForwarder(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer up.Close()
-		accepted := make(chan net.Conn, 4)
+		// Each accepted connection's preface is read and SETTINGS sent at
+		// once, as a server does: the forwarder waits for them before
+		// the connection takes its first stream.
+		type upConn struct {
+			c  net.Conn
+			br *bufio.Reader
+			ok bool
+		}
+		accepted := make(chan upConn, 4)
 		go func() {
 			for {
 				c, err := up.Accept()
 				if err != nil {
 					return
 				}
-				accepted <- c
+				br := bufio.NewReader(c)
+				pre := make([]byte, len(http2.ClientPreface))
+				c.SetReadDeadline(time.Now().Add(time.Second))
+				_, err = io.ReadFull(br, pre)
+				c.SetReadDeadline(time.Time{})
+				if err == nil {
+					fr := http2.NewFramer(c, nil)
+					err = fr.WriteSettings()
+				}
+				accepted <- upConn{c, br, err == nil}
 			}
 		}()
 		var dials atomic.Int32 // connections the forwarder made upstream
@@ -202,25 +219,20 @@ func FuzzForwarder(f *testing.F) {
 		// returns the newest.
 		upstream := func() *peer {
 			for int(dials.Load()) > taken {
-				var c net.Conn
+				var a upConn
 				select {
-				case c = <-accepted:
+				case a = <-accepted:
 				case <-time.After(2 * time.Second):
 					t.Fatal("the forwarder dialled, and no connection was accepted in 2s")
 				}
 				taken++
-				p := newPeer("upstream", c)
-				br := bufio.NewReader(c)
-				pre := make([]byte, len(http2.ClientPreface))
-				c.SetReadDeadline(time.Now().Add(time.Second))
-				if _, err := io.ReadFull(br, pre); err != nil {
-					c.Close()
+				if !a.ok {
+					a.c.Close()
 					continue
 				}
-				c.SetReadDeadline(time.Time{})
-				p.fr = http2.NewFramer(c, br)
+				p := newPeer("upstream", a.c)
+				p.fr = http2.NewFramer(a.c, a.br)
 				p.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-				p.write(func(fr *http2.Framer) { fr.WriteSettings() })
 				go p.read(false)
 				upstreams = append(upstreams, p)
 			}

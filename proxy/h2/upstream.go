@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"runtime/debug"
+	"time"
 
 	"golang.org/x/net/http2"
 )
@@ -30,14 +31,30 @@ type upConn struct {
 // 31-bit ID space runs out.
 const maxStreamID = 1<<31 - 1<<16
 
-// upstream returns the connection new streams go to, dialing one when there
-// is none that takes streams. It runs with c.mu held: a dial holds up the
-// pair for as long as it takes (DialTimeout at worst).
+// maxUpstreamConns bounds the upstream connections taking new streams that
+// one client connection opens: a client multiplexing more streams than the
+// upstream's SETTINGS_MAX_CONCURRENT_STREAMS gets them spread over up to
+// this many, as a pooling client would, and REFUSED_STREAM past them.
+const maxUpstreamConns = 8
+
+// upstream returns a connection with room for a new stream, the oldest (its
+// HPACK table warm, the newer ones left to go idle), dialing one when none
+// has room and fewer than maxUpstreamConns take streams; errUpstreamBusy
+// when that many are at the upstream's limit. It runs with c.mu held: a
+// dial holds up the pair for as long as it takes (DialTimeout at worst).
 func (c *conn) upstream() (*upConn, error) {
-	if n := len(c.ups); n > 0 {
-		if u := c.ups[n-1]; !u.dead && !u.goAway && u.nextID < maxStreamID {
+	usable := 0
+	for _, u := range c.ups {
+		if u.dead || u.goAway || u.nextID >= maxStreamID {
+			continue // draining: not counted, as it takes no new streams
+		}
+		if !u.full() {
 			return u, nil
 		}
+		usable++
+	}
+	if usable >= maxUpstreamConns {
+		return nil, errUpstreamBusy
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.s.o.DialTimeout)
 	defer cancel()
@@ -59,15 +76,47 @@ func (c *conn) upstream() (*upConn, error) {
 		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: c.s.o.MaxHeaderListSize},
 	)
 	u.openWindow()
-	c.ups = append(c.ups, u)
 	c.s.mu.Lock()
 	if c.upNCs == nil {
 		c.upNCs = make(map[net.Conn]struct{})
 	}
 	c.upNCs[nc] = struct{}{}
 	c.s.mu.Unlock()
+	if err := u.awaitSettings(ctx); err != nil {
+		u.dead = true
+		nc.Close()
+		c.dropUp(u)
+		return nil, err
+	}
+	c.ups = append(c.ups, u)
 	go u.read()
 	return u, nil
+}
+
+// awaitSettings sends the preface and reads the upstream's, its SETTINGS,
+// before the connection takes a stream, as grpc-go's client waits for it:
+// until then its SETTINGS_MAX_CONCURRENT_STREAMS is not known, and a burst
+// of streams sent past it (a client opening its calls at once) is refused.
+func (u *upConn) awaitSettings(ctx context.Context) error {
+	u.dirty = false
+	if err := u.bw.Flush(); err != nil {
+		return fmt.Errorf("dial: %w", err)
+	}
+	if d, ok := ctx.Deadline(); ok {
+		u.nc.SetReadDeadline(d)
+	}
+	f, wu, err := readFrame(u.fr, u.br)
+	if err != nil {
+		return fmt.Errorf("reading the upstream's SETTINGS: %w", err)
+	}
+	if _, ok := f.(*http2.SettingsFrame); !ok || f.Header().Flags.Has(http2.FlagSettingsAck) {
+		return errors.New("upstream did not begin with SETTINGS")
+	}
+	if err := u.process(f, wu); err != nil {
+		return fmt.Errorf("upstream SETTINGS: %w", err)
+	}
+	u.nc.SetReadDeadline(time.Time{})
+	return nil
 }
 
 // read runs the upstream connection's reader until it ends.
@@ -326,6 +375,11 @@ func (c *conn) lost(u *upConn, err error) {
 	}
 	u.streams = map[uint32]*stream{}
 	c.dropUp(u)
+}
+
+// full reports whether the connection is at the upstream's limit.
+func (u *upConn) full() bool {
+	return u.maxStreams > 0 && uint32(len(u.streams)) >= u.maxStreams && u.open() >= u.maxStreams
 }
 
 // open counts the streams still open on the upstream's side: one whose

@@ -1,0 +1,205 @@
+package h2_test
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+
+	"github.com/inferwatch/inferwatch/proxy/h2"
+)
+
+// countingListener counts the connections it accepted, and those of them
+// the server closed (once their client, the forwarder, closed them).
+type countingListener struct {
+	net.Listener
+	n, closed atomic.Int32
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.n.Add(1)
+	return &countedConn{Conn: c, l: l}, nil
+}
+
+type countedConn struct {
+	net.Conn
+	l    *countingListener
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(func() { c.l.closed.Add(1) })
+	return c.Conn.Close()
+}
+
+// heldUpstream is an h2c server allowing maxStreams streams per connection
+// whose handlers each answer "resp <path>" once release is closed; arrived
+// gets a value per request that reached a handler.
+func heldUpstream(t *testing.T, maxStreams int) (addr string, l *countingListener, arrived chan struct{}, release func()) {
+	t.Helper()
+	nl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l = &countingListener{Listener: nl}
+	arrived = make(chan struct{}, 64)
+	held := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(held) }) }
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Protocols: p, HTTP2: &http.HTTP2Config{MaxConcurrentStreams: maxStreams},
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			arrived <- struct{}{}
+			select {
+			case <-held:
+			case <-r.Context().Done():
+				return
+			}
+			io.WriteString(w, "resp "+r.URL.Path)
+		})}
+	go srv.Serve(l)
+	t.Cleanup(func() { release(); srv.Close() })
+	return l.Addr().String(), l, arrived, release
+}
+
+// waitArrived waits for n requests to reach the upstream's handlers.
+func waitArrived(t *testing.T, arrived chan struct{}, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		select {
+		case <-arrived:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d requests reached the upstream in 10s", i, n)
+		}
+	}
+}
+
+// readResponses reads frames until every stream in want ended, returning
+// each one's body; a stream reset is recorded as its code in resets.
+func (c *rawClient) readResponses(want map[uint32]bool) (bodies map[uint32]string, resets map[uint32]http2.ErrCode) {
+	c.t.Helper()
+	bodies, resets = map[uint32]string{}, map[uint32]http2.ErrCode{}
+	for open := len(want); open > 0; {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			c.t.Fatalf("reading responses (%d still open): %v", open, err)
+		}
+		switch f := f.(type) {
+		case *http2.GoAwayFrame:
+			c.t.Fatalf("GOAWAY %v", f.ErrCode)
+		case *http2.RSTStreamFrame:
+			if want[f.StreamID] {
+				resets[f.StreamID] = f.ErrCode
+				want[f.StreamID] = false
+				open--
+			}
+		case *http2.DataFrame:
+			bodies[f.StreamID] += string(f.Data())
+			if f.StreamEnded() && want[f.StreamID] {
+				want[f.StreamID] = false
+				open--
+			}
+		case *http2.MetaHeadersFrame:
+			if f.StreamEnded() && want[f.StreamID] {
+				want[f.StreamID] = false
+				open--
+			}
+		}
+	}
+	return bodies, resets
+}
+
+// TestStreamsOverUpstreamLimitUseMoreConnections: an upstream allowing 2
+// streams per connection, and a client multiplexing 5 on its one
+// connection to the sidecar (which advertises 1000). Each must reach the
+// upstream, on a connection with room, and be answered, as they would be
+// by a client pooling connections to it; the sidecar must not refuse 3 of
+// them with REFUSED_STREAM for a limit of its own upstream connection.
+func TestStreamsOverUpstreamLimitUseMoreConnections(t *testing.T) {
+	upAddr, l, arrived, release := heldUpstream(t, 2)
+	addr, _ := startForwarder(t, upAddr, nopObserver{})
+	c := dialRaw(t, addr)
+	want := map[uint32]bool{}
+	for i := uint32(0); i < 5; i++ {
+		id := 1 + 2*i
+		want[id] = true
+		c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.fields(":method", "GET", ":scheme", "http", ":authority", "x", ":path", fmt.Sprintf("/s%d", id)), EndStream: true, EndHeaders: true})
+	}
+	// All 5 held in their handlers at once: 3 upstream connections at least.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer release()
+		for i := 0; i < 5; i++ {
+			select {
+			case <-arrived:
+			case <-time.After(10 * time.Second):
+				return // the client's reads tell what went wrong
+			}
+		}
+	}()
+	c.nc.SetReadDeadline(time.Now().Add(20 * time.Second)) // past the release
+	bodies, resets := c.readResponses(want)
+	<-done
+	for id := uint32(1); id <= 9; id += 2 {
+		if code, ok := resets[id]; ok {
+			t.Errorf("stream %d reset %v", id, code)
+		} else if got, want := bodies[id], fmt.Sprintf("resp /s%d", id); got != want {
+			t.Errorf("stream %d body %q, want %q", id, got, want)
+		}
+	}
+	if n := l.n.Load(); n != 3 {
+		t.Errorf("%d upstream connections for 5 streams at 2 a connection, want 3", n)
+	}
+	// The client leaving closes every one of them.
+	c.nc.Close()
+	for deadline := time.Now().Add(5 * time.Second); l.closed.Load() < l.n.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d upstream connections still open 5s after the client left", l.n.Load()-l.closed.Load(), l.n.Load())
+		}
+	}
+}
+
+// TestUpstreamConnectionsBounded: a client opening more streams than
+// MaxUpstreamConns connections of the upstream take gets the rest refused
+// (REFUSED_STREAM, retryable), not a connection dialled per 2 streams
+// without end; the streams it got through complete.
+func TestUpstreamConnectionsBounded(t *testing.T) {
+	upAddr, l, arrived, release := heldUpstream(t, 2)
+	addr, _ := startForwarder(t, upAddr, nopObserver{})
+	c := dialRaw(t, addr)
+	fit := 2 * h2.MaxUpstreamConns
+	want := map[uint32]bool{}
+	for i := 0; i < fit; i++ {
+		id := uint32(1 + 2*i)
+		want[id] = true
+		c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.fields(":method", "GET", ":scheme", "http", ":authority", "x", ":path", "/"), EndStream: true, EndHeaders: true})
+	}
+	waitArrived(t, arrived, fit)
+	extra := uint32(1 + 2*fit)
+	c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: extra, BlockFragment: c.fields(":method", "GET", ":scheme", "http", ":authority", "x", ":path", "/"), EndStream: true, EndHeaders: true})
+	_, resets := c.readResponses(map[uint32]bool{extra: true})
+	if code, ok := resets[extra]; !ok || code != http2.ErrCodeRefusedStream {
+		t.Errorf("stream %d over every connection's limit: reset %v (%v), want REFUSED_STREAM", extra, code, ok)
+	}
+	release()
+	_, resets = c.readResponses(want)
+	if len(resets) > 0 {
+		t.Errorf("streams within the limits reset: %v", resets)
+	}
+	if n := l.n.Load(); n != int32(h2.MaxUpstreamConns) {
+		t.Errorf("%d upstream connections, want %d", n, h2.MaxUpstreamConns)
+	}
+}
