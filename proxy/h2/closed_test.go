@@ -100,6 +100,32 @@ func TestLateTrailersOnResetStreamIgnored(t *testing.T) {
 	}
 }
 
+// TestLateTrailersAfterManyResetsNotConnectionError: trailers the client
+// sent before it read the RST_STREAM of the oldest of more streams than the
+// sidecar remembers resetting (a burst of 300 malformed requests; the
+// client may have 1000 open) are for a closed stream: at most a stream
+// error (RFC 9113 §5.1), not GOAWAY failing every call on the connection.
+func TestLateTrailersAfterManyResetsNotConnectionError(t *testing.T) {
+	addr, _ := startForwarder(t, startUpstream(t, 0), nopObserver{})
+	c := dialRaw(t, addr)
+	const n = 300
+	for i := uint32(0); i < n; i++ {
+		c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1 + 2*i, BlockFragment: c.block("X-Bad", "1"), EndHeaders: true})
+	}
+	if got := c.until(); resets(got, 1) != 1 || resets(got, 2*n-1) != 1 {
+		t.Fatalf("the malformed requests were not each reset: %d frames", len(got))
+	}
+	c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.fields("x-trailer", "v"), EndStream: true, EndHeaders: true})
+	c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 2*n + 1, BlockFragment: c.block(), EndStream: true, EndHeaders: true})
+	for {
+		for _, f := range c.until() { // fails on GOAWAY
+			if h, ok := f.(*http2.MetaHeadersFrame); ok && h.StreamID == 2*n+1 {
+				return
+			}
+		}
+	}
+}
+
 // TestHeadersPaddingTooLongFailsConnection: HEADERS whose padding is longer
 // than their payload are a connection error (RFC 9113 §6.2). The Framer
 // calls them a stream error and skips the block undecoded, so answering

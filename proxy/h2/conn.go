@@ -313,7 +313,13 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		if c.wasReset(id) {
 			return nil // trailers sent before the client read our RST_STREAM (§5.1)
 		}
-		return http2.ConnectionError(http2.ErrCodeProtocol) // a closed stream, or one below a newer
+		if f.StreamEnded() && len(f.PseudoFields()) == 0 {
+			// Trailers on a closed stream, perhaps one reset before the
+			// last resetMemory: no request reuses an ID here, so a stream
+			// error is enough (§5.1), where GOAWAY failed every call.
+			return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
+		}
+		return http2.ConnectionError(http2.ErrCodeProtocol) // a request on a closed stream, or one below a newer (§5.1.1)
 	}
 	c.maxID = id
 	if selfDep {
