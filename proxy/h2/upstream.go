@@ -284,7 +284,11 @@ func (u *upConn) onData(f *http2.DataFrame) error {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
 	}
 	h := &st.resp
-	if n > h.recvWin || !st.headersSent {
+	if !st.headersSent {
+		u.credit(n)
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol, Cause: errors.New("response DATA before HEADERS")} // malformed (§8.1)
+	}
+	if n > h.recvWin {
 		u.credit(n)
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeFlowControl}
 	}

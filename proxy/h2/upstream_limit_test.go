@@ -121,3 +121,34 @@ func TestOversizedResponseHeadersNotTruncated(t *testing.T) {
 		}
 	}
 }
+
+// TestUpstreamDataBeforeHeadersProtocolError: response DATA before the
+// response's HEADERS is a malformed response (RFC 9113 §8.1), a stream
+// error of type PROTOCOL_ERROR; the sidecar told the upstream
+// FLOW_CONTROL_ERROR, a window it had not overrun, misleading its logs.
+func TestUpstreamDataBeforeHeadersProtocolError(t *testing.T) {
+	codes := make(chan http2.ErrCode, 1)
+	up := rawUpstream(t, func(fr *http2.Framer, f http2.Frame, flush func() error) {
+		switch f := f.(type) {
+		case *http2.MetaHeadersFrame:
+			fr.WriteData(f.StreamID, false, []byte("early"))
+			flush()
+		case *http2.RSTStreamFrame:
+			codes <- f.ErrCode
+		}
+	})
+	addr, _ := startForwarder(t, up, nopObserver{})
+	c := dialRaw(t, addr)
+	c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.block("content-type", "application/grpc"), EndStream: true, EndHeaders: true})
+	if got := c.response(1); got["grpc-status"] != "14" {
+		t.Fatalf("client got %v, want grpc-status 14 (UNAVAILABLE)", got)
+	}
+	select {
+	case code := <-codes:
+		if code != http2.ErrCodeProtocol {
+			t.Fatalf("upstream stream reset %v, want PROTOCOL_ERROR", code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream's stream was not reset")
+	}
+}
