@@ -1,6 +1,7 @@
 package h2_test
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"github.com/inferwatch/inferwatch/proxy/h2"
 )
@@ -201,5 +203,90 @@ func TestUpstreamConnectionsBounded(t *testing.T) {
 	}
 	if n := l.n.Load(); n != int32(h2.MaxUpstreamConns) {
 		t.Errorf("%d upstream connections, want %d", n, h2.MaxUpstreamConns)
+	}
+}
+
+// TestUpstreamGoAwayRetiresConnection: an upstream connection that sent
+// GOAWAY takes no new stream and is closed once its last stream is done;
+// the next stream goes to a new connection and is answered.
+func TestUpstreamGoAwayRetiresConnection(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, nc := range conns {
+			nc.Close()
+		}
+	})
+	closed := make(chan int, 4) // the index of each upstream connection the sidecar closed
+	go func() {
+		for i := 0; ; i++ {
+			nc, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, nc)
+			mu.Unlock()
+			go func() {
+				br := bufio.NewReader(nc)
+				br.Discard(len(http2.ClientPreface))
+				bw := bufio.NewWriter(nc)
+				fr := http2.NewFramer(bw, br)
+				fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+				fr.WriteSettings(http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 1})
+				bw.Flush()
+				for {
+					f, err := fr.ReadFrame()
+					if err != nil {
+						closed <- i
+						return
+					}
+					switch f := f.(type) {
+					case *http2.SettingsFrame:
+						if !f.IsAck() {
+							fr.WriteSettingsAck()
+						}
+					case *http2.MetaHeadersFrame:
+						fr.WriteHeaders(http2.HeadersFrameParam{StreamID: f.StreamID, BlockFragment: hpackBlock(":status", "200"), EndHeaders: true})
+						fr.WriteData(f.StreamID, true, []byte(fmt.Sprintf("conn %d", i)))
+						if i == 0 {
+							fr.WriteGoAway(f.StreamID, http2.ErrCodeNo, nil)
+						}
+					}
+					bw.Flush()
+				}
+			}()
+		}
+	}()
+	addr, _ := startForwarder(t, l.Addr().String(), nopObserver{})
+	c := dialRaw(t, addr)
+	get := func(id uint32) string {
+		c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.fields(":method", "GET", ":scheme", "http", ":authority", "x", ":path", "/"), EndStream: true, EndHeaders: true})
+		bodies, resets := c.readResponses(map[uint32]bool{id: true})
+		if code, ok := resets[id]; ok {
+			t.Fatalf("stream %d reset %v", id, code)
+		}
+		return bodies[id]
+	}
+	if got := get(1); got != "conn 0" {
+		t.Fatalf("stream 1 answered %q, want by connection 0", got)
+	}
+	select {
+	case i := <-closed:
+		if i != 0 {
+			t.Fatalf("upstream connection %d closed, want 0 (the one that sent GOAWAY)", i)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream connection that sent GOAWAY was not closed once its stream was done")
+	}
+	if got := get(3); got != "conn 1" {
+		t.Fatalf("stream 3 answered %q, want by a new connection", got)
 	}
 }
