@@ -175,3 +175,28 @@ func TestUnreachableUpstreamAnswerEndsStream(t *testing.T) {
 		t.Fatalf("stream 1 reset after its answer: %v", got)
 	}
 }
+
+// TestZeroWindowUpdateOnIdleStreamIsConnectionError: a WINDOW_UPDATE on a
+// stream the client never opened is a connection error (RFC 9113 §5.1,
+// idle), whatever its increment; the sidecar answered a zero increment
+// with RST_STREAM on that idle stream, which §6.4 forbids it to send.
+func TestZeroWindowUpdateOnIdleStreamIsConnectionError(t *testing.T) {
+	addr, _ := startForwarder(t, startUpstream(t, 0), nopObserver{})
+	c := dialRaw(t, addr)
+	c.fr.WriteRawFrame(http2.FrameWindowUpdate, 0, 5, []byte{0, 0, 0, 0})
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("connection ended without GOAWAY: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.RSTStreamFrame:
+			t.Fatalf("RST_STREAM %v on idle stream %d", f.ErrCode, f.StreamID)
+		case *http2.GoAwayFrame:
+			if f.ErrCode != http2.ErrCodeProtocol {
+				t.Fatalf("GOAWAY %v, want PROTOCOL_ERROR", f.ErrCode)
+			}
+			return
+		}
+	}
+}

@@ -179,6 +179,11 @@ func (c *conn) serve() {
 			// sent behind them is for a closed stream, not an idle one.
 			c.maxID = se.StreamID
 		}
+		if errors.As(err, &se) && wu.StreamID != 0 && (wu.StreamID > c.maxID || wu.StreamID%2 == 0) {
+			// A zero increment on a stream never opened: an idle stream
+			// takes no WINDOW_UPDATE (§5.1), nor may we reset it (§6.4).
+			err = http2.ConnectionError(http2.ErrCodeProtocol)
+		}
 		if !c.linger && err == nil {
 			err = c.process(f, wu)
 		}
