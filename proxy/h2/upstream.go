@@ -150,6 +150,12 @@ func (u *upConn) read() {
 		}
 		if err != nil {
 			var se http2.StreamError
+			if errors.As(err, &se) && wu.StreamID != 0 && (wu.StreamID >= u.nextID || wu.StreamID%2 == 0) {
+				// A zero increment on a stream never opened: an idle
+				// stream takes no WINDOW_UPDATE (§5.1), nor may we reset
+				// it (§6.4).
+				err = http2.ConnectionError(http2.ErrCodeProtocol)
+			}
 			if errors.As(err, &se) {
 				u.streamError(se.StreamID, se.Code)
 				err = nil

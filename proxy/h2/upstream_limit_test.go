@@ -152,3 +152,35 @@ func TestUpstreamDataBeforeHeadersProtocolError(t *testing.T) {
 		t.Fatal("the upstream's stream was not reset")
 	}
 }
+
+// TestUpstreamZeroWindowUpdateOnIdleStream: a zero WINDOW_UPDATE from the
+// upstream on a stream the sidecar never opened is a connection error
+// (RFC 9113 §5.1), told with GOAWAY, not RST_STREAM on the idle stream
+// (§6.4 forbids it).
+func TestUpstreamZeroWindowUpdateOnIdleStream(t *testing.T) {
+	got := make(chan http2.Frame, 1)
+	up := rawUpstream(t, func(fr *http2.Framer, f http2.Frame, flush func() error) {
+		switch f := f.(type) {
+		case *http2.MetaHeadersFrame:
+			fr.WriteRawFrame(http2.FrameWindowUpdate, 0, 9, []byte{0, 0, 0, 0})
+			flush()
+		case *http2.RSTStreamFrame:
+			if f.StreamID == 9 {
+				got <- f
+			}
+		case *http2.GoAwayFrame:
+			got <- f
+		}
+	})
+	addr, _ := startForwarder(t, up, nopObserver{})
+	c := dialRaw(t, addr)
+	c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.block(), EndHeaders: true})
+	select {
+	case f := <-got:
+		if g, ok := f.(*http2.GoAwayFrame); !ok || g.ErrCode != http2.ErrCodeProtocol {
+			t.Fatalf("upstream got %v, want GOAWAY PROTOCOL_ERROR", f)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream was told nothing")
+	}
+}
