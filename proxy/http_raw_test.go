@@ -3,8 +3,10 @@ package proxy
 import (
 	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/inferwatch/inferwatch/record"
 )
@@ -90,5 +92,33 @@ func TestHTTPUpstreamStatusOutOfRange(t *testing.T) {
 	}
 	if r := h.waitRecords(1)[0]; r.Code != "502" || r.ErrorKind != record.ErrUpstreamUnavailable {
 		t.Errorf("record %q %q, want 502 %q", r.Code, r.ErrorKind, record.ErrUpstreamUnavailable)
+	}
+}
+
+// TestHTTPLeadingBlankLine: a request preceded by an empty line (RFC 9112
+// §2.2: ignored) is answered; the frame plane's sniffing closed the
+// connection unanswered.
+func TestHTTPLeadingBlankLine(t *testing.T) {
+	if testDataPlane() != "frame" {
+		t.Skip("net/http's server skips blank lines only after a POST; it answers others 400")
+	}
+	up := rawHTTPUpstream(t, map[string]string{"/x": "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"})
+	h := newHarness(t, up, false)
+	for _, lead := range []string{"\r\n", "\n", "\r\n\r\n"} {
+		c, err := net.Dial("tcp", h.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second)) // a hang fails, not stalls, the test
+		io.WriteString(c, lead+"GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%q before the request: no answer: %v", lead, err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		c.Close()
+		if res.StatusCode != http.StatusOK || string(body) != "ok" {
+			t.Errorf("%q before the request: %d %q, want 200 \"ok\"", lead, res.StatusCode, body)
+		}
 	}
 }

@@ -155,17 +155,35 @@ func hasPreface(br *bufio.Reader) (bool, error) {
 	}
 }
 
+// maxLeadingBlankLines is how many empty lines may come before a request
+// line: RFC 9112 §2.2 asks a server to ignore at least one, and the h1
+// plane reads past as many.
+const maxLeadingBlankLines = 4
+
 // http1RequestLine reports whether the buffered connection starts with an
-// HTTP/1.x request line ("GET /x HTTP/1.1"), reading no further than it.
+// HTTP/1.x request line ("GET /x HTTP/1.1"), after at most
+// maxLeadingBlankLines empty lines, reading no further than it.
 func http1RequestLine(br *bufio.Reader) bool {
+	start, blank := 0, 0
 	n := 1
 	for {
 		b, err := br.Peek(n)
 		if err != nil {
 			return false // closed early, or a line longer than the buffer
 		}
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line := strings.TrimSuffix(string(b[:i]), "\r")
+		for {
+			i := bytes.IndexByte(b[start:], '\n')
+			if i < 0 {
+				break
+			}
+			line := strings.TrimSuffix(string(b[start:start+i]), "\r")
+			if line == "" {
+				if blank++; blank > maxLeadingBlankLines {
+					return false
+				}
+				start += i + 1
+				continue
+			}
 			sp := strings.LastIndexByte(line, ' ')
 			return sp > 0 && strings.Count(line, " ") == 2 && (line[sp+1:] == "HTTP/1.1" || line[sp+1:] == "HTTP/1.0")
 		}

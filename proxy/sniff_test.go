@@ -26,6 +26,13 @@ func TestSniff(t *testing.T) {
 		{in: "GET / HTTP/2.0\r\n"},
 		{in: "GET /\r\n"},
 		{in: "GET / HTTP/1.1", prefaceErr: false}, // no line end before EOF
+		// RFC 9112 §2.2: empty lines before the request line are ignored.
+		{in: "\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n", http1: true},
+		{in: "\nGET / HTTP/1.1\r\n", http1: true},
+		{in: "\r\n\r\n\r\n\r\nPOST /x HTTP/1.1\r\n", http1: true},
+		{in: "\r\n\r\n\r\n\r\n\r\nGET / HTTP/1.1\r\n"}, // too many
+		{in: "\r\nGET /\r\n"},
+		{in: "\r\n"},
 	} {
 		br := bufio.NewReaderSize(strings.NewReader(tc.in), 4096)
 		h2, err := hasPreface(br)
