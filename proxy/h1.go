@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -47,12 +48,42 @@ const peakWindow = time.Minute
 // load's peak concurrency, but buffers only for the calls in flight.
 type h1Conn struct {
 	nc   net.Conn
-	br   *bufio.Reader // during an exchange only
+	br   *bufio.Reader // during an exchange only, over lr
+	lr   limitedConn
 	used time.Time
 	live bool // reused, and seen open just before this exchange
 }
 
 const h1BufSize = 32 << 10
+
+// maxResponseHeadBytes bounds the response heads of one exchange (any 1xx
+// and the final one together), as net/http's transport bounds them
+// (MaxResponseHeaderBytes): h1.ReadResponse's fallback, net/http's reader,
+// would take header lines without end. Bytes of the body read into the
+// buffer with the head count too, as in net/http.
+const maxResponseHeadBytes = 1 << 20
+
+var errHeadTooLarge = fmt.Errorf("upstream response head exceeds %d bytes", maxResponseHeadBytes)
+
+// limitedConn is the reader under an exchange's buffer: it lets remain
+// bytes through, then fails with errHeadTooLarge; unlimited once the head
+// is read.
+type limitedConn struct {
+	nc     net.Conn
+	remain int64
+}
+
+func (l *limitedConn) Read(p []byte) (int, error) {
+	if l.remain <= 0 {
+		return 0, errHeadTooLarge
+	}
+	if int64(len(p)) > l.remain {
+		p = p[:l.remain]
+	}
+	n, err := l.nc.Read(p)
+	l.remain -= int64(n)
+	return n, err
+}
 
 var (
 	h1Readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, h1BufSize) }}
@@ -224,7 +255,8 @@ func (p *h1Pool) exchange(c *h1Conn, req *http.Request) (*http.Response, bool, e
 		return nil, false, fmt.Errorf("write request: %w", ctxErr(ctx, err))
 	}
 	c.br = h1Readers.Get().(*bufio.Reader)
-	c.br.Reset(c.nc)
+	c.lr = limitedConn{nc: c.nc, remain: maxResponseHeadBytes}
+	c.br.Reset(&c.lr)
 	if _, err := c.br.Peek(1); err != nil {
 		stop()
 		if errors.Is(err, io.EOF) {
@@ -247,6 +279,7 @@ func (p *h1Pool) exchange(c *h1Conn, req *http.Request) (*http.Response, bool, e
 			return nil, true, fmt.Errorf("read response: %w", ctxErr(ctx, err))
 		}
 	}
+	c.lr.remain = math.MaxInt64 // the body, or the switched protocol's bytes
 	if res.StatusCode == http.StatusSwitchingProtocols {
 		// The connection carries another protocol from here: it leaves the
 		// pool, and the call's context no longer bounds it (the tunnel

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,6 +120,42 @@ func TestHTTPLeadingBlankLine(t *testing.T) {
 		c.Close()
 		if res.StatusCode != http.StatusOK || string(body) != "ok" {
 			t.Errorf("%q before the request: %d %q, want 200 \"ok\"", lead, res.StatusCode, body)
+		}
+	}
+}
+
+// TestHTTPUpstreamHeadTooLarge: an upstream whose response head runs past
+// maxResponseHeadBytes (header lines without end) fails the call as a bad
+// upstream, 502, instead of the proxy reading it into memory whole. Bytes
+// after the first head (a 103's fields, say) count towards the bound too.
+func TestHTTPUpstreamHeadTooLarge(t *testing.T) {
+	pad := "X-Pad: " + strings.Repeat("a", 1000) + "\r\n"
+	fields := strings.Repeat(pad, 2*maxResponseHeadBytes/len(pad))
+	half := strings.Repeat(pad, maxResponseHeadBytes/2/len(pad)+1)
+	up := rawHTTPUpstream(t, map[string]string{
+		"/big":     "HTTP/1.1 200 OK\r\n" + fields + "Content-Length: 2\r\n\r\nok",
+		"/chunked": "HTTP/1.1 200 OK\r\n" + fields + "Transfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+		"/1xx":     "HTTP/1.1 103 Early Hints\r\n" + half + "\r\nHTTP/1.1 200 OK\r\n" + half + "Content-Length: 2\r\n\r\nok",
+		"/fine":    "HTTP/1.1 200 OK\r\n" + half + "Content-Length: 2\r\n\r\nok",
+	})
+	h := newHarness(t, up, false)
+	for i, path := range []string{"/big", "/chunked", "/1xx", "/fine"} {
+		want := http.StatusBadGateway
+		if path == "/fine" {
+			want = http.StatusOK
+		}
+		res, err := http.Get("http://" + h.addr + path)
+		if err != nil {
+			t.Fatalf("GET %s: no answer: %v", path, err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("GET %s: status %d, want %d", path, res.StatusCode, want)
+		}
+		r := h.waitRecords(i + 1)[i]
+		if want == http.StatusBadGateway && (r.Code != "502" || r.ErrorKind != record.ErrUpstreamUnavailable) {
+			t.Errorf("GET %s: record %q %q, want 502 %q", path, r.Code, r.ErrorKind, record.ErrUpstreamUnavailable)
 		}
 	}
 }

@@ -124,6 +124,8 @@ func plainHost(host string) bool {
 // to http.ReadResponse, whose answer and error are returned as they are.
 // The fast path's fields are net/http's, except that a Pragma: no-cache is
 // not turned into a Cache-Control the upstream never sent.
+// net/http's reader takes a head of any size: the caller bounds it by what
+// br's reader lets through (as net/http's transport does).
 func ReadResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodHead {
 		if res := fastResponse(br, req); res != nil {
