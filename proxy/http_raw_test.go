@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -157,5 +158,51 @@ func TestHTTPUpstreamHeadTooLarge(t *testing.T) {
 		if want == http.StatusBadGateway && (r.Code != "502" || r.ErrorKind != record.ErrUpstreamUnavailable) {
 			t.Errorf("GET %s: record %q %q, want 502 %q", path, r.Code, r.ErrorKind, record.ErrUpstreamUnavailable)
 		}
+	}
+}
+
+// TestHTTPConnectionNamedFields: fields the Connection header names are
+// hop-by-hop (RFC 9110 §7.6.1) and go no further, either way. An upstream's
+// "Connection: close, X-Foo" lost its Connection field while its head was
+// read, and X-Foo reached the client.
+func TestHTTPConnectionNamedFields(t *testing.T) {
+	const body = "2\r\nok\r\n0\r\n\r\n"
+	up := rawHTTPUpstream(t, map[string]string{
+		"/close":         "HTTP/1.1 200 OK\r\nConnection: close, X-Foo\r\nX-Foo: 1\r\nX-Kept: 1\r\nContent-Length: 2\r\n\r\nok",
+		"/close-chunked": "HTTP/1.1 200 OK\r\nConnection: X-Foo\r\nconnection: close\r\nX-Foo: 1\r\nX-Kept: 1\r\nTransfer-Encoding: chunked\r\n\r\n" + body,
+		"/keep":          "HTTP/1.1 200 OK\r\nConnection: X-Foo\r\nX-Foo: 1\r\nX-Kept: 1\r\nContent-Length: 2\r\n\r\nok",
+	})
+	h := newHarness(t, up, false)
+	for _, path := range []string{"/close", "/close-chunked", "/keep"} {
+		res, err := http.Get("http://" + h.addr + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if string(b) != "ok" || res.Header.Get("X-Kept") != "1" {
+			t.Errorf("GET %s: body %q, X-Kept %q", path, b, res.Header.Get("X-Kept"))
+		}
+		if v, ok := res.Header["X-Foo"]; ok {
+			t.Errorf("GET %s: X-Foo %q reached the client though Connection named it", path, v)
+		}
+	}
+
+	seen := make(chan http.Header, 1)
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Clone()
+	}))
+	defer echo.Close()
+	h2 := newHarness(t, strings.TrimPrefix(echo.URL, "http://"), false)
+	req, _ := http.NewRequest("GET", "http://"+h2.addr+"/", nil)
+	req.Header.Set("Connection", "X-Bar")
+	req.Header.Set("X-Bar", "1")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if got := <-seen; got["X-Bar"] != nil || got["Connection"] != nil {
+		t.Errorf("upstream got Connection %q, X-Bar %q", got["Connection"], got["X-Bar"])
 	}
 }

@@ -122,8 +122,10 @@ func plainHost(host string) bool {
 // else — 1xx, 204, 304, chunked or close-delimited bodies, HTTP/1.0, a head
 // larger than br's buffer, anything malformed — is left unread and handed
 // to http.ReadResponse, whose answer and error are returned as they are.
-// The fast path's fields are net/http's, except that a Pragma: no-cache is
-// not turned into a Cache-Control the upstream never sent.
+// The fields are net/http's, except that the fast path does not turn a
+// Pragma: no-cache into a Cache-Control the upstream never sent, and that a
+// Connection field saying close is kept (net/http drops it): the fields it
+// names are hop-by-hop too, and a proxy must drop them (RFC 9110 §7.6.1).
 // net/http's reader takes a head of any size: the caller bounds it by what
 // br's reader lets through (as net/http's transport does).
 func ReadResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
@@ -132,7 +134,31 @@ func ReadResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 			return res, nil
 		}
 	}
-	return http.ReadResponse(br, req)
+	conn := connectionField(peekHead(br))
+	res, err := http.ReadResponse(br, req)
+	if err == nil && conn != nil && res.Header["Connection"] == nil {
+		res.Header["Connection"] = conn
+	}
+	return res, err
+}
+
+// connectionField returns the values of a buffered head's Connection
+// fields, nil when it has none.
+func connectionField(head []byte) []string {
+	var vals []string
+	for len(head) > 0 {
+		line := head
+		if i := bytes.IndexByte(head, '\n'); i >= 0 {
+			line, head = head[:i], head[i+1:]
+		} else {
+			head = nil
+		}
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if ok && bytes.EqualFold(name, []byte("Connection")) {
+			vals = append(vals, strings.Trim(string(value), " \t\r"))
+		}
+	}
+	return vals
 }
 
 // maxResponseFields bounds the fields of a head the fast path takes.
@@ -213,10 +239,7 @@ func fastResponse(br *bufio.Reader, req *http.Request) *http.Response {
 		ContentLength: n,
 		Request:       req,
 	}
-	if hasToken(hdr["Connection"], "close") {
-		res.Close = true
-		delete(hdr, "Connection") // as net/http does
-	}
+	res.Close = hasToken(hdr["Connection"], "close")
 	br.Discard(len(head))
 	if n == 0 {
 		res.Body = http.NoBody

@@ -17,7 +17,8 @@ import (
 
 // compareResponses fails t when ours differs from net/http's reading of
 // the same bytes, bodies included; ours may keep a Pragma net/http would
-// have turned into a Cache-Control.
+// have turned into a Cache-Control, and a Connection saying close that
+// net/http drops.
 func compareResponses(t *testing.T, raw []byte, method string) {
 	t.Helper()
 	req := &http.Request{Method: method}
@@ -33,6 +34,9 @@ func compareResponses(t *testing.T, raw []byte, method string) {
 	refHdr := ref.Header.Clone()
 	if _, ok := ours.Header["Cache-Control"]; !ok && ours.Header["Pragma"] != nil {
 		delete(refHdr, "Cache-Control")
+	}
+	if _, ok := ref.Header["Connection"]; !ok && ref.Close && ours.Header["Connection"] != nil {
+		refHdr["Connection"] = ours.Header["Connection"] // net/http drops one saying close
 	}
 	if ours.Status != ref.Status || ours.StatusCode != ref.StatusCode || ours.Proto != ref.Proto ||
 		ours.ContentLength != ref.ContentLength || ours.Close != ref.Close ||
@@ -241,5 +245,24 @@ func TestReadResponseWholeHeadNoMore(t *testing.T) {
 	}
 	if b, err := io.ReadAll(res.Body); err != nil || string(b) != "ok" {
 		t.Fatalf("body %q, %v", b, err)
+	}
+}
+
+// TestReadResponseKeepsConnection: a Connection field saying close stays in
+// the header on either path, so the proxy can drop the fields it names.
+func TestReadResponseKeepsConnection(t *testing.T) {
+	for _, tc := range []struct{ raw, method string }{
+		{"HTTP/1.1 200 OK\r\nConnection: close, X-Foo\r\nX-Foo: 1\r\nContent-Length: 1\r\n\r\nx", "GET"},
+		{"HTTP/1.1 200 OK\r\nConnection: close, X-Foo\r\nX-Foo: 1\r\nContent-Length: 1\r\n\r\nx", "HEAD"},
+		{"HTTP/1.1 200 OK\r\nconnection: X-Foo\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n", "GET"},
+		{"HTTP/1.0 200 OK\r\nConnection: close, X-Foo\r\n\r\nx", "GET"},
+	} {
+		res, err := ReadResponse(bufio.NewReader(strings.NewReader(tc.raw)), &http.Request{Method: tc.method})
+		if err != nil {
+			t.Fatalf("%q: %v", tc.raw, err)
+		}
+		if !res.Close || !hasToken(res.Header["Connection"], "close") || !hasToken(res.Header["Connection"], "x-foo") {
+			t.Errorf("%q %s: close %v, Connection %q", tc.raw, tc.method, res.Close, res.Header["Connection"])
+		}
 	}
 }
