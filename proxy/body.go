@@ -26,6 +26,7 @@ type requestBody struct {
 	sent     time.Duration // offset at which EOF was handed to the transport
 	eof      bool
 	err      error // a limit the scanner enforced (ErrTooLarge)
+	srcErr   error // reading the client's body failed (fail tells a broken framing from a client gone)
 	closed   bool
 
 	scan    *inferapi.GRPCScanner // gRPC: fed every chunk
@@ -53,6 +54,9 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		if b.capture != nil {
 			b.capture.write(p[:n])
 		}
+	}
+	if err != nil && err != io.EOF && b.srcErr == nil {
+		b.srcErr = err
 	}
 	if err == io.EOF {
 		b.eof = true

@@ -401,9 +401,16 @@ func unaryGRPC(rt inferapi.Route) bool {
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, ctx context.Context, cl *call, err error) {
 	c := cl.rec
 	cl.body.mu.Lock()
-	bodyErr := cl.body.err
+	bodyErr, srcErr := cl.body.err, cl.body.srcErr
 	cl.body.mu.Unlock()
 	kind, gcode, hstatus := classify(ctx, err, bodyErr)
+	if kind == record.ErrUpstreamUnavailable && srcErr != nil {
+		// The client's body broke while its connection stayed up (both
+		// planes cancel the request's context when the connection fails):
+		// its framing was malformed (a bad chunk size line). The client's
+		// fault, not the upstream's.
+		kind, gcode, hstatus = record.ErrBadRequest, grpcInternal, http.StatusBadRequest
+	}
 	if kind != record.ErrTooLarge && cl.pastDeadline() {
 		kind, gcode, hstatus = record.ErrTimeout, grpcDeadlineExceeded, http.StatusGatewayTimeout
 	}
@@ -413,6 +420,9 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, ctx context.Conte
 		return // nobody to answer
 	}
 	msg := "inferwatch: upstream " + h.o.Upstream + ": " + errorText(kind)
+	if kind == record.ErrBadRequest {
+		msg = "inferwatch: malformed request body"
+	}
 	h.o.Logger.Debug("upstream call failed", "route", h.o.Route, "path", r.URL.Path, "kind", kind, "err", err)
 	if cl.grpc {
 		writeGRPCError(w, false, gcode, msg)

@@ -206,3 +206,34 @@ func TestHTTPConnectionNamedFields(t *testing.T) {
 		t.Errorf("upstream got Connection %q, X-Bar %q", got["Connection"], got["X-Bar"])
 	}
 }
+
+// TestHTTPMalformedChunkedBody: a request body whose chunked framing is
+// broken is the client's fault: it gets 400 and the call is recorded as
+// bad_request, not as the upstream failing (502 upstream_unavailable).
+func TestHTTPMalformedChunkedBody(t *testing.T) {
+	up := rawHTTPUpstream(t, map[string]string{"/x": "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"})
+	h := newHarness(t, up, false)
+	for i, body := range []string{
+		"zz\r\nhello\r\n0\r\n\r\n",          // not a hex size
+		"5\r\nhelloXX3\r\nabc\r\n0\r\n\r\n", // no CRLF after the data
+	} {
+		c, err := net.Dial("tcp", h.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second)) // a hang fails, not stalls, the test
+		io.WriteString(c, "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+body)
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%q: no answer: %v", body, err)
+		}
+		res.Body.Close()
+		c.Close()
+		if res.StatusCode != http.StatusBadRequest {
+			t.Errorf("%q: status %d, want 400", body, res.StatusCode)
+		}
+		if r := h.waitRecords(i + 1)[i]; r.Code != "400" || r.ErrorKind != record.ErrBadRequest {
+			t.Errorf("%q: record %q %q, want 400 %q", body, r.Code, r.ErrorKind, record.ErrBadRequest)
+		}
+	}
+}

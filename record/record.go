@@ -34,6 +34,7 @@ const (
 	ErrClientCancel        ErrorKind = "client_cancel"        // the client went away or cancelled
 	ErrTooLarge            ErrorKind = "too_large"            // a message exceeded the configured limit
 	ErrDecode              ErrorKind = "decode_failure"       // payload did not parse; it was still forwarded
+	ErrBadRequest          ErrorKind = "bad_request"          // the client's request broke HTTP framing (a malformed chunked body); answered 400
 )
 
 // Readiness is a model readiness answer seen on the wire.
