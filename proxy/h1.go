@@ -24,7 +24,8 @@ import (
 type h1Pool struct {
 	dial        func(ctx context.Context) (net.Conn, error)
 	idleTimeout time.Duration
-	maxIdle     int // hard cap
+	maxIdle     int                              // hard cap
+	probe       func(net.Conn) (closed, ok bool) // idleClosed; tests watch it
 
 	mu       sync.Mutex
 	idle     []*h1Conn // most recently used last
@@ -106,10 +107,12 @@ func (c *h1Conn) close() {
 }
 
 func newH1Pool(dial func(ctx context.Context) (net.Conn, error), maxIdle int, idleTimeout time.Duration) *h1Pool {
-	return &h1Pool{dial: dial, maxIdle: maxIdle, idleTimeout: idleTimeout, window: time.Now()}
+	return &h1Pool{dial: dial, maxIdle: maxIdle, idleTimeout: idleTimeout, window: time.Now(), probe: idleClosed}
 }
 
-// get returns an idle connection (reused true) or a new one.
+// get returns an idle connection (reused true) or a new one. Connections
+// are taken from the pool under its lock and checked outside it: the probe
+// is a system call, and every call's get and put wait on that lock.
 func (p *h1Pool) get(ctx context.Context) (*h1Conn, bool, error) {
 	now := time.Now()
 	p.mu.Lock()
@@ -118,9 +121,8 @@ func (p *h1Pool) get(ctx context.Context) (*h1Conn, bool, error) {
 		p.lastPeak, p.peak, p.window = p.peak, 0, now
 	}
 	p.peak = max(p.peak, p.inflight)
-	for n := len(p.idle); n > 0; n = len(p.idle) {
-		c := p.idle[n-1]
-		p.idle = p.idle[:n-1]
+	p.mu.Unlock()
+	for c := p.popIdle(); c != nil; c = p.popIdle() {
 		if now.Sub(c.used) >= p.idleTimeout {
 			c.nc.Close()
 			continue
@@ -134,23 +136,35 @@ func (p *h1Pool) get(ctx context.Context) (*h1Conn, bool, error) {
 		// reuse cost 1–4 µs a call (BenchmarkHTTP1Plane, ~145 cpu-µs).
 		c.live = true
 		if now.Sub(c.used) >= idleProbeAfter {
-			closed, ok := idleClosed(c.nc)
+			closed, ok := p.probe(c.nc)
 			if closed {
 				c.nc.Close()
 				continue
 			}
 			c.live = ok
 		}
-		p.mu.Unlock()
 		return c, true, nil
 	}
-	p.mu.Unlock()
 	nc, err := p.dial(ctx)
 	if err != nil {
 		p.done()
 		return nil, false, err
 	}
 	return &h1Conn{nc: nc}, false, nil
+}
+
+// popIdle takes the most recently used idle connection, nil when none.
+func (p *h1Pool) popIdle() *h1Conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.idle)
+	if n == 0 {
+		return nil
+	}
+	c := p.idle[n-1]
+	p.idle[n-1] = nil // the slice's array no longer holds it
+	p.idle = p.idle[:n-1]
+	return c
 }
 
 func (p *h1Pool) done() {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -219,5 +220,49 @@ func TestH1NoReplayOfAPostTheUpstreamTook(t *testing.T) {
 	}
 	if n := requests.Load(); n != 2 {
 		t.Errorf("the upstream got %d requests, want 2: the POST it took was replayed", n)
+	}
+}
+
+// TestH1PoolProbesOutsideTheLock: get probes idle connections (a system
+// call each) without holding the pool's lock, which every call's get and
+// put take; and it still skips those the probe finds closed.
+func TestH1PoolProbesOutsideTheLock(t *testing.T) {
+	p := newH1Pool(func(context.Context) (net.Conn, error) {
+		return nil, errors.New("no dial expected")
+	}, 4, time.Hour)
+	var conns []*h1Conn
+	for range 3 {
+		a, b := net.Pipe()
+		defer a.Close()
+		defer b.Close()
+		conns = append(conns, &h1Conn{nc: a})
+	}
+	p.peak = 3
+	for _, c := range conns {
+		p.inflight++
+		p.put(c)
+	}
+	for _, c := range p.idle {
+		c.used = time.Now().Add(-time.Second) // idle long enough to be probed
+	}
+	var probes int
+	p.probe = func(nc net.Conn) (closed, ok bool) {
+		probes++
+		if !p.mu.TryLock() {
+			t.Error("probe ran under the pool's lock")
+		} else {
+			p.mu.Unlock()
+		}
+		return nc == conns[2].nc, true // the most recently used one was closed
+	}
+	c, reused, err := p.get(context.Background())
+	if err != nil || !reused || c != conns[1] || !c.live {
+		t.Fatalf("get: %v reused %v, conn #%d live %v; want the second idle one, live", err, reused, slices.Index(conns, c), c != nil && c.live)
+	}
+	if probes != 2 {
+		t.Errorf("%d probes, want 2", probes)
+	}
+	if len(p.idle) != 1 || p.inflight != 1 {
+		t.Errorf("pool left with %d idle, %d in flight; want 1, 1", len(p.idle), p.inflight)
 	}
 }
