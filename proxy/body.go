@@ -26,7 +26,7 @@ type requestBody struct {
 	sent     time.Duration // offset at which EOF was handed to the transport
 	eof      bool
 	err      error // a limit the scanner enforced (ErrTooLarge)
-	srcErr   error // reading the client's body failed (fail tells a broken framing from a client gone)
+	srcErr   error // the first failed read of the client's body (malformedBody tells whose fault)
 	closed   bool
 
 	scan    *inferapi.GRPCScanner // gRPC: fed every chunk

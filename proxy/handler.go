@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/inferwatch/inferwatch/inferapi"
+	"github.com/inferwatch/inferwatch/proxy/h1"
 	"github.com/inferwatch/inferwatch/record"
 )
 
@@ -404,11 +405,8 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, ctx context.Conte
 	bodyErr, srcErr := cl.body.err, cl.body.srcErr
 	cl.body.mu.Unlock()
 	kind, gcode, hstatus := classify(ctx, err, bodyErr)
-	if kind == record.ErrUpstreamUnavailable && srcErr != nil {
-		// The client's body broke while its connection stayed up (both
-		// planes cancel the request's context when the connection fails):
-		// its framing was malformed (a bad chunk size line). The client's
-		// fault, not the upstream's.
+	if kind == record.ErrUpstreamUnavailable && malformedBody(srcErr) {
+		// The client's fault, not the upstream's.
 		kind, gcode, hstatus = record.ErrBadRequest, grpcInternal, http.StatusBadRequest
 	}
 	if kind != record.ErrTooLarge && cl.pastDeadline() {
@@ -433,6 +431,27 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, ctx context.Conte
 	w.WriteHeader(hstatus)
 	io.WriteString(w, msg+"\n")
 	c.Code = strconv.Itoa(hstatus)
+}
+
+// malformedBody says a read of the client's body failed on its own
+// framing (a bad chunk size line): h1.ErrMalformedBody on the frame plane,
+// one of the errors of net/http's chunked reader, which are not exported,
+// on the stdlib plane. Any other failure (the body closed under a
+// transport's read, the connection gone) is not the client's to answer.
+func malformedBody(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, h1.ErrMalformedBody) {
+		return true
+	}
+	switch err.Error() {
+	case "malformed chunked encoding", "invalid byte in chunk length", "http chunk length too large",
+		"empty hex number for chunk length", "chunked encoding contains too much non-data",
+		"chunked line ends with bare LF", "invalid CR in chunked line":
+		return true
+	}
+	return false
 }
 
 func errorText(k record.ErrorKind) string {

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"bufio"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -10,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferwatch/inferwatch/proxy/h1"
 	"github.com/inferwatch/inferwatch/record"
 )
 
@@ -234,6 +237,37 @@ func TestHTTPMalformedChunkedBody(t *testing.T) {
 		}
 		if r := h.waitRecords(i + 1)[i]; r.Code != "400" || r.ErrorKind != record.ErrBadRequest {
 			t.Errorf("%q: record %q %q, want 400 %q", body, r.Code, r.ErrorKind, record.ErrBadRequest)
+		}
+	}
+}
+
+// TestMalformedBody: only a body's own broken framing is the client's
+// fault; a body closed under a transport's read or a connection cut short
+// is not (taken for one, a gRPC call cut by a dying upstream was answered
+// INTERNAL).
+func TestMalformedBody(t *testing.T) {
+	stdlib := func(body string) error {
+		req, err := http.ReadRequest(bufio.NewReader(strings.NewReader("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = io.ReadAll(req.Body)
+		return err
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"h1 plane", fmt.Errorf("read: %w", h1.ErrMalformedBody), true},
+		{"net/http bad size", stdlib("zz\r\n"), true},
+		{"net/http no CRLF after data", stdlib("1\r\naXX0\r\n\r\n"), true},
+		{"cut short", stdlib("5\r\nab"), false},
+		{"none", nil, false},
+		{"closed body", errors.New("http: invalid Read on closed Body"), false},
+	} {
+		if got := malformedBody(tc.err); got != tc.want {
+			t.Errorf("%s (%v): %v, want %v", tc.name, tc.err, got, tc.want)
 		}
 	}
 }

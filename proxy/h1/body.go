@@ -15,9 +15,13 @@ import (
 // (net/http's maxPostHandlerReadBytes).
 const maxDrainBytes = 256 << 10
 
+// ErrMalformedBody is a request body read's error when the client broke
+// its chunked framing: the client's fault, unlike a connection that failed.
+var ErrMalformedBody = errors.New("h1: malformed chunked body")
+
 var (
 	errBodyAfterClose = errors.New("h1: read of a closed request body")
-	errChunk          = errors.New("h1: malformed chunked body")
+	errChunk          = ErrMalformedBody
 )
 
 // body is a request body read from the connection: Content-Length bytes,
