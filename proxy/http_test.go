@@ -219,10 +219,34 @@ func TestHTTPTransparent(t *testing.T) {
 }
 
 func TestHTTPStreamsAsItArrives(t *testing.T) {
-	up, _ := httpUpstream(t)
-	h := newHarness(t, up, false)
+	// The upstream sends the first event, then holds the rest until the
+	// client has read it (or 10 s pass). Streamed, the client reads it while
+	// the upstream still holds the stream open; buffered to the end, it
+	// reads it only after the upstream gave up waiting and ended. No clock
+	// of the client's is compared, so a loaded machine cannot fail it.
+	readFirst := make(chan struct{})
+	ended := make(chan struct{})
+	l := listen(t)
+	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(ended)
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"i\":0}\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-readFirst:
+		case <-time.After(10 * time.Second):
+		}
+		for i := 1; i < 5; i++ {
+			fmt.Fprintf(w, "data: {\"i\":%d}\n\n", i)
+			w.(http.Flusher).Flush()
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	})}
+	go up.Serve(l)
+	t.Cleanup(func() { up.Close() })
+	h := newHarness(t, l.Addr().String(), false)
 	req, _ := http.NewRequest("POST", "http://"+h.addr+"/v1/chat/completions", strings.NewReader(`{"model":"toy-llm","stream":true}`))
-	start := time.Now()
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -230,19 +254,18 @@ func TestHTTPStreamsAsItArrives(t *testing.T) {
 	defer res.Body.Close()
 	buf := make([]byte, 64)
 	n, _ := res.Body.Read(buf)
-	first := time.Since(start)
+	select {
+	case <-ended:
+		t.Fatalf("first event %q read only after the upstream ended: not streamed", buf[:n])
+	default:
+	}
+	close(readFirst)
 	if !strings.HasPrefix(string(buf[:n]), "data: {\"i\":0}") {
 		t.Fatalf("first read %q", buf[:n])
 	}
-	io.Copy(io.Discard, res.Body)
-	total := time.Since(start)
-	// The server spaces events 100 ms apart: the rest of the stream comes
-	// at least 500 ms after the first event was written. Buffering would
-	// deliver the first event only at the end, with the rest; streamed, it
-	// is read that long before the end, less only what delays the read
-	// (not the connection's setup, which counts in both times).
-	if total < 400*time.Millisecond || total-first < 250*time.Millisecond {
-		t.Fatalf("first event after %v of %v: not streamed", first, total)
+	rest, err := io.ReadAll(res.Body)
+	if err != nil || !strings.HasSuffix(string(rest), "data: {\"i\":4}\n\ndata: [DONE]\n\n") {
+		t.Fatalf("rest of the stream %q, %v", rest, err)
 	}
 }
 
