@@ -26,7 +26,7 @@ func (failingModel) ModelInfer(ctx context.Context, r *inference.ModelInferReque
 		return nil, status.Error(codes.NotFound, "no such model")
 	case "slow":
 		select {
-		case <-time.After(time.Second):
+		case <-time.After(10 * time.Second):
 		case <-ctx.Done():
 		}
 		return nil, ctx.Err()
@@ -36,9 +36,9 @@ func (failingModel) ModelInfer(ctx context.Context, r *inference.ModelInferReque
 
 // serveModel serves model on a grpc-go server with the server option and
 // returns the server and a client connection to it with the client option.
-func serveModel(t *testing.T, model inference.GRPCInferenceServiceServer, so grpc.ServerOption, do grpc.DialOption) (*grpc.Server, *grpc.ClientConn) {
+func serveModel(t *testing.T, model inference.GRPCInferenceServiceServer, so grpc.ServerOption, do grpc.DialOption, more ...grpc.ServerOption) (*grpc.Server, *grpc.ClientConn) {
 	t.Helper()
-	g := grpc.NewServer(so)
+	g := grpc.NewServer(append([]grpc.ServerOption{so}, more...)...)
 	inference.RegisterGRPCInferenceServiceServer(g, model)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -59,8 +59,11 @@ func serveModel(t *testing.T, model inference.GRPCInferenceServiceServer, so grp
 func TestUnaryInterceptorCodes(t *testing.T) {
 	srvRec, srvCol := newRecorder(t)
 	cliRec, cliCol := newRecorder(t)
+	// GracefulStop alone returns once the connection has no streams; the
+	// slow call's stream is gone when the client gives up, its handler (and
+	// the interceptor's record) maybe not yet: wait for handlers too.
 	g, cc := serveModel(t, failingModel{}, grpc.UnaryInterceptor(srvRec.UnaryServerInterceptor()),
-		grpc.WithUnaryInterceptor(cliRec.UnaryClientInterceptor()))
+		grpc.WithUnaryInterceptor(cliRec.UnaryClientInterceptor()), grpc.WaitForHandlers(true))
 	client := inference.NewGRPCInferenceServiceClient(cc)
 	tests := []struct {
 		model      string
@@ -70,7 +73,9 @@ func TestUnaryInterceptorCodes(t *testing.T) {
 	}{
 		{"ok", 0, "OK", record.ErrNone},
 		{"missing", 0, "NOT_FOUND", record.ErrNone},
-		{"slow", 20 * time.Millisecond, "DEADLINE_EXCEEDED", record.ErrTimeout},
+		// Long enough for the call to reach the server on a loaded machine:
+		// a deadline spent before the client sent it leaves no server record.
+		{"slow", 500 * time.Millisecond, "DEADLINE_EXCEEDED", record.ErrTimeout},
 	}
 	for _, tt := range tests {
 		ctx := context.Background()
@@ -84,8 +89,7 @@ func TestUnaryInterceptorCodes(t *testing.T) {
 			t.Fatalf("%s: call ended %v, want %s", tt.model, err, tt.code)
 		}
 	}
-	time.Sleep(50 * time.Millisecond) // the slow handler returns after the client gave up
-	g.GracefulStop()
+	g.GracefulStop() // the slow handler returns after the client gave up
 	srvRec.Close(context.Background())
 	cliRec.Close(context.Background())
 	srv, cli := srvCol.all(), cliCol.all()
