@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -230,12 +231,11 @@ func TestUpgradeDrain(t *testing.T) {
 			if res.StatusCode != http.StatusSwitchingProtocols {
 				t.Fatalf("answer %d", res.StatusCode)
 			}
-			wait := 10 * time.Second
-			if cut {
-				wait = 300 * time.Millisecond
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), wait)
-			defer cancel()
+			// The drain's time is up when the test says so, once the session
+			// has been seen working during it: a deadline on the clock could
+			// pass on a loaded machine before the ping came back.
+			ctx, timeUp := newManualDeadline(10 * time.Second)
+			defer timeUp()
 			drained := make(chan error, 1)
 			go func() { drained <- h.server.Shutdown(ctx) }()
 			time.Sleep(100 * time.Millisecond) // the drain has begun
@@ -244,7 +244,9 @@ func TestUpgradeDrain(t *testing.T) {
 			if _, err := io.ReadFull(br, buf); err != nil || string(buf) != "ping" {
 				t.Fatalf("during the drain: %q, %v", buf, err)
 			}
-			if !cut {
+			if cut {
+				timeUp()
+			} else {
 				nc.Close()
 				if err := <-drained; err != nil {
 					t.Errorf("drain after the session ended: %v", err)
@@ -259,5 +261,31 @@ func TestUpgradeDrain(t *testing.T) {
 				t.Errorf("read %d bytes after the drain cut the session off", n)
 			}
 		})
+	}
+}
+
+// manualDeadline is a context whose deadline passes when its func is called
+// (or, at the latest, after max): Done closes and Err is
+// context.DeadlineExceeded, as for a deadline on the clock.
+type manualDeadline struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+func newManualDeadline(max time.Duration) (context.Context, func()) {
+	d := &manualDeadline{Context: context.Background(), done: make(chan struct{})}
+	t := time.AfterFunc(max, d.expire)
+	return d, func() { t.Stop(); d.expire() }
+}
+
+func (d *manualDeadline) expire()               { d.once.Do(func() { close(d.done) }) }
+func (d *manualDeadline) Done() <-chan struct{} { return d.done }
+func (d *manualDeadline) Err() error {
+	select {
+	case <-d.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
 	}
 }
