@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -125,8 +126,22 @@ func sameCall(t *testing.T, what string, a, s *record.Call) {
 // (each inner duration no longer than the outer) is what is exact; the
 // share only bounds gross mismeasurement. It was 25 ms: a loaded CI
 // machine stalls a goroutine for that long (call 0 once ran 28 ms over
-// it), so it is now ten times that, still a fraction of a second.
+// it), so it is now ten times that, still a fraction of a second. Even
+// that one stall can pass (a call's client time 324 ms over the sidecar's
+// under -race with the CPUs busy), while a mismeasurement shows in every
+// call: the share bounds the calls' median excess (withinShare).
 const networkShare = 250 * time.Millisecond
+
+// withinShare reports an error when the median of the calls' excesses
+// (outer duration less inner, one per call) is over networkShare.
+func withinShare(t *testing.T, what string, excess []time.Duration) {
+	t.Helper()
+	sorted := slices.Clone(excess)
+	slices.Sort(sorted)
+	if m := sorted[len(sorted)/2]; m > networkShare {
+		t.Errorf("%s: median excess %v over the network share %v (each call's: %v)", what, m, networkShare, excess)
+	}
+}
 
 // TestGRPCInterceptorsAgreeWithSidecar: a real grpc-go server with the
 // server interceptors behind a real sidecar, called by a real grpc-go client
@@ -201,6 +216,7 @@ func TestGRPCInterceptorsAgreeWithSidecar(t *testing.T) {
 	if len(a) != calls+1 || len(c) != calls+1 || len(s) != calls+1 {
 		t.Fatalf("records: server %d client %d sidecar %d, want %d each", len(a), len(c), len(s), calls+1)
 	}
+	var upExcess, clientExcess []time.Duration
 	for i := range calls + 1 {
 		what := fmt.Sprintf("call %d", i)
 		sameCall(t, what+" server", a[i], s[i])
@@ -209,17 +225,20 @@ func TestGRPCInterceptorsAgreeWithSidecar(t *testing.T) {
 			continue // a stream's phases overlap; its counts were compared
 		}
 		up, ok := s[i].Upstream()
-		if !ok || a[i].End < delay || a[i].End > up || up-a[i].End > networkShare {
-			t.Errorf("%s: server handler %v, sidecar upstream %v: not nested within the network share", what, a[i].End, up)
+		if !ok || a[i].End < delay || a[i].End > up {
+			t.Errorf("%s: server handler %v, sidecar upstream %v: not nested", what, a[i].End, up)
 		}
-		if c[i].End < s[i].End || c[i].End-s[i].End > networkShare {
-			t.Errorf("%s: client %v, sidecar %v: not nested within the network share", what, c[i].End, s[i].End)
+		if c[i].End < s[i].End {
+			t.Errorf("%s: client %v, sidecar %v: not nested", what, c[i].End, s[i].End)
 		}
+		upExcess, clientExcess = append(upExcess, up-a[i].End), append(clientExcess, c[i].End-s[i].End)
 		if a[i].TraceID != c[i].TraceID || a[i].TraceID == ([16]byte{}) || a[i].ParentSpanID != c[i].UpstreamSpanID ||
 			c[i].ParentSpanID != [8]byte{0xb7, 0xad, 0x6b, 0x71, 0x69, 0x20, 0x33, 0x31} {
 			t.Errorf("%s: server trace %x parent %x, client trace %x: context not carried", what, a[i].TraceID, a[i].ParentSpanID, c[i].TraceID)
 		}
 	}
+	withinShare(t, "sidecar upstream over server handler", upExcess)
+	withinShare(t, "client over sidecar", clientExcess)
 	if m := metricsText(srvRec); !strings.Contains(m, `inferwatch_requests_total{protocol="grpc",api="kserve_v2",method="infer",model="mlp",version="2",code="OK"} 5`) {
 		t.Errorf("server recorder's metrics:\n%s", m)
 	}
@@ -275,6 +294,7 @@ func TestHTTPMiddlewareAgreesWithSidecar(t *testing.T) {
 	if len(a) != calls || len(s) != calls {
 		t.Fatalf("records: in-process %d sidecar %d", len(a), len(s))
 	}
+	var excess []time.Duration
 	for i := range calls {
 		what := fmt.Sprintf("call %d", i)
 		sameCall(t, what, a[i], s[i])
@@ -282,8 +302,10 @@ func TestHTTPMiddlewareAgreesWithSidecar(t *testing.T) {
 			t.Errorf("%s: decode ran %v fail %v batch %d stages %+v", what, a[i].DecodeRan, a[i].DecodeFail, a[i].BatchSize, a[i].Stages)
 		}
 		seen := s[i].ResponseEnd - s[i].UpstreamStart
-		if a[i].End < delay || a[i].End > seen || seen-a[i].End > networkShare {
-			t.Errorf("%s: middleware %v, sidecar's upstream exchange %v: not nested within the network share", what, a[i].End, seen)
+		if a[i].End < delay || a[i].End > seen {
+			t.Errorf("%s: middleware %v, sidecar's upstream exchange %v: not nested", what, a[i].End, seen)
 		}
+		excess = append(excess, seen-a[i].End)
 	}
+	withinShare(t, "sidecar's upstream exchange over middleware", excess)
 }
