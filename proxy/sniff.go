@@ -155,14 +155,9 @@ func hasPreface(br *bufio.Reader) (bool, error) {
 	}
 }
 
-// maxLeadingBlankLines is how many empty lines may come before a request
-// line: RFC 9112 §2.2 asks a server to ignore at least one, and the h1
-// plane reads past as many.
-const maxLeadingBlankLines = 4
-
 // http1RequestLine reports whether the buffered connection starts with an
 // HTTP/1.x request line ("GET /x HTTP/1.1"), after at most
-// maxLeadingBlankLines empty lines, reading no further than it.
+// h1.MaxLeadingBlankLines empty lines, reading no further than it.
 func http1RequestLine(br *bufio.Reader) bool {
 	start, blank := 0, 0
 	n := 1
@@ -178,7 +173,7 @@ func http1RequestLine(br *bufio.Reader) bool {
 			}
 			line := strings.TrimSuffix(string(b[start:start+i]), "\r")
 			if line == "" {
-				if blank++; blank > maxLeadingBlankLines {
+				if blank++; blank > h1.MaxLeadingBlankLines {
 					return false
 				}
 				start += i + 1

@@ -60,7 +60,7 @@ func sameRequest(t *testing.T, c *conn, refBr *bufio.Reader, raw []byte, n int) 
 
 	// Blank lines before the request line are skipped here (RFC 9112
 	// §2.2), not by http.ReadRequest.
-	for range maxLeadingBlankLines {
+	for range MaxLeadingBlankLines {
 		if p, _ := refBr.Peek(2); bytes.Equal(p, []byte("\r\n")) {
 			refBr.Discard(2)
 		} else if len(p) > 0 && p[0] == '\n' {

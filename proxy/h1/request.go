@@ -23,9 +23,10 @@ func (e *httpError) Error() string { return strconv.Itoa(e.status) + " " + e.msg
 
 func badRequest(msg string) error { return &httpError{status: http.StatusBadRequest, msg: msg} }
 
-// maxLeadingBlankLines is how many empty lines may precede a request line
-// (RFC 9112 §2.2: a server should ignore at least one).
-const maxLeadingBlankLines = 4
+// MaxLeadingBlankLines is how many empty lines may precede a request line
+// (RFC 9112 §2.2: a server should ignore at least one); the listener's
+// protocol sniffing reads past as many.
+const MaxLeadingBlankLines = 4
 
 // readRequest reads one request head from c and sets up its body. All
 // strings of the head (method, target, names, values) are cut from one
@@ -42,7 +43,7 @@ func (c *conn) readRequest() (*http.Request, error) {
 		if lineEnd > lineStart {
 			break
 		}
-		if blank >= maxLeadingBlankLines {
+		if blank >= MaxLeadingBlankLines {
 			return nil, badRequest("empty request line")
 		}
 	}
