@@ -15,6 +15,9 @@
 //     bounded number of times; other 4xx answers are not retried, nor is a
 //     redirect the HTTP client follows as a GET (301, 302, 303), which
 //     would drop the alerts (307 and 308 keep the POST and are followed).
+//     A Client follows a 400 for several alerts with each alert alone:
+//     Alertmanager stores a batch's valid alerts and refuses the request
+//     for the invalid ones, so only single sends tell which were stored.
 //   - Everything is counted in inferwatch_notifications_total{notifier,result}:
 //     result="sent" for alerts a destination accepted; "failed" for alerts
 //     given up after the last attempt, refused by the destination (4xx), or

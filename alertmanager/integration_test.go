@@ -146,6 +146,38 @@ func TestRealAlertmanager(t *testing.T) {
 	}
 }
 
+// TestRealAlertmanagerPartialBatch: Alertmanager stores the valid alerts of
+// a batch and answers 400 for the invalid one, so the counts must say two
+// sent and one failed, not the batch failed. The invalid alert is one our
+// own check lets through: its only label is empty, which Alertmanager drops
+// before finding no label left.
+func TestRealAlertmanagerPartialBatch(t *testing.T) {
+	bin := testenv.RequireBinary(t, "prometheus-alertmanager", "alertmanager")
+	am := startAlertmanager(t, bin, testenv.FreeAddr(t), t.TempDir(), newReceiver(t).srv.URL)
+
+	ms := metrics.NewSet()
+	c, err := NewClient(context.Background(), []string{"http://" + am.addr}, Options{
+		Metrics:        ms,
+		Logger:         slog.New(slog.DiscardHandler),
+		MinBackoff:     50 * time.Millisecond,
+		MaxBackoff:     200 * time.Millisecond,
+		RequestTimeout: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() }) //nolint:errcheck // counts are checked below
+
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	first, second := firing(alerting.RuleP99OverBaseline, "a-"+run), firing(alerting.RuleP99OverBaseline, "b-"+run)
+	bad := firing(alerting.RuleP99OverBaseline, "")
+	bad.Labels = map[string]string{"model": ""}
+	c.Notify(context.Background(), []alerting.Alert{first, bad, second}) // one batch
+	waitCounts(t, ms, "alertmanager", 2, 1, 0)
+	am.waitAlert(t, first.Labels["model"], true)
+	am.waitAlert(t, second.Labels["model"], true)
+}
+
 // alertmanagerProc is an Alertmanager the test starts, stops and restarts
 // on the same address and state.
 type alertmanagerProc struct {

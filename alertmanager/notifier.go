@@ -123,6 +123,11 @@ type dispatcher struct {
 	o        Options
 	encode   encodeFunc
 	validate validateFunc // nil: everything goes
+	// split400: a 400 for a batch of several alerts is followed by each
+	// alert alone. Alertmanager stores a batch's valid alerts and refuses
+	// the request for its invalid ones, so only single sends tell which
+	// were stored; re-posting a stored alert is idempotent there.
+	split400 bool
 	targets  []*target
 
 	sent, failed, dropped *metrics.Counter
@@ -147,7 +152,10 @@ type target struct {
 
 // permanentError is a refusal that retrying will not change (a 4xx other
 // than 408 and 429).
-type permanentError struct{ err error }
+type permanentError struct {
+	err    error
+	status int // the HTTP status, 0 for a refusal made here
+}
 
 func (e permanentError) Error() string { return e.err.Error() }
 func (e permanentError) Unwrap() error { return e.err }
@@ -346,6 +354,9 @@ func (t *target) deliver(batch []alerting.Alert) error {
 			return nil
 		}
 		var perm permanentError
+		if errors.As(err, &perm) && perm.status == http.StatusBadRequest && t.d.split400 && len(batch) > 1 {
+			return t.deliverEach(batch)
+		}
 		if errors.As(err, &perm) || attempt >= o.MaxAttempts || ctx.Err() != nil {
 			break
 		}
@@ -366,6 +377,22 @@ func (t *target) deliver(batch []alerting.Alert) error {
 	return err
 }
 
+// deliverEach delivers each alert of a refused batch alone, so that the
+// counts say which ones the destination took. It returns the first error.
+func (t *target) deliverEach(batch []alerting.Alert) error {
+	var first error
+	for i, a := range batch {
+		if t.d.flushCtx.Err() != nil {
+			t.d.drop(len(batch) - i)
+			break
+		}
+		if err := t.deliver([]alerting.Alert{a}); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 // backoff is the wait after the given failed attempt (1-based): MinBackoff
 // doubled per attempt, capped at MaxBackoff, with "equal jitter" (between
 // half and all of it) so that sidecars restarted together do not retry in
@@ -384,13 +411,13 @@ func backoff(attempt int, lo, hi time.Duration) time.Duration {
 func (t *target) post(ctx context.Context, batch []alerting.Alert) error {
 	body, err := t.d.encode(batch, time.Now())
 	if err != nil {
-		return permanentError{fmt.Errorf("encode %d alerts: %w", len(batch), err)}
+		return permanentError{err: fmt.Errorf("encode %d alerts: %w", len(batch), err)}
 	}
 	ctx, cancel := context.WithTimeout(ctx, t.d.o.RequestTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
 	if err != nil {
-		return permanentError{fmt.Errorf("build request for %s: %w", t.name, err)}
+		return permanentError{err: fmt.Errorf("build request for %s: %w", t.name, err)}
 	}
 	for k, vs := range t.d.o.Header {
 		for _, v := range vs {
@@ -415,7 +442,7 @@ func (t *target) post(ctx context.Context, batch []alerting.Alert) error {
 	if resp.Request != nil && resp.Request.Method != http.MethodPost {
 		// A 301, 302 or 303 makes the client follow with a GET and no
 		// body: whatever answers it, the alerts were not delivered.
-		return permanentError{fmt.Errorf("post %d alerts to %s: redirected to %s, which the client follows as %s without the alerts: configure that URL",
+		return permanentError{err: fmt.Errorf("post %d alerts to %s: redirected to %s, which the client follows as %s without the alerts: configure that URL",
 			len(batch), t.name, resp.Request.URL.Redacted(), resp.Request.Method)}
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
@@ -426,6 +453,6 @@ func (t *target) post(ctx context.Context, batch []alerting.Alert) error {
 	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500:
 		return err
 	default:
-		return permanentError{err}
+		return permanentError{err: err, status: resp.StatusCode}
 	}
 }
