@@ -202,7 +202,17 @@ func (h *Seasonal) flush(s *series) {
 	p.QPS /= float64(s.accN)
 	s.accN = 0
 	if n := len(s.Points); n > 0 && p.T <= s.Points[n-1].T {
-		return
+		// The wall clock went back (an NTP step after a jump forward). The
+		// points after p were timed by the clock that ran ahead: drop them,
+		// as load does points from the future, rather than every live
+		// point until the clock caught up; and refit without them.
+		if keep := since(s.Points, p.T); keep < n {
+			s.Points = s.Points[:keep]
+			s.nextFit = 0
+		}
+		if m := len(s.Points); m > 0 && s.Points[m-1].T == p.T {
+			return // p's step is stored already
+		}
 	}
 	s.Points = append(s.Points, p)
 	// Span bounds time as well as points: a model called now and then

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -221,5 +222,40 @@ func TestUnwritablePathStopsStart(t *testing.T) {
 		if _, err := New(Options{Path: filepath.Join(dir, "history.json")}); err == nil || !strings.Contains(err.Error(), "history_path") {
 			t.Fatalf("read-only folder: err %v, want one naming history_path", err)
 		}
+	}
+}
+
+// TestClockStepsBack: a wall clock stepped forward and then back (NTP
+// correcting a wrong time) must not cost the live points until it catches
+// up; the points timed by the clock that ran ahead go instead.
+func TestClockStepsBack(t *testing.T) {
+	h, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	window := func(at time.Time) {
+		w := windowstats.WindowView{Start: at, Seconds: 10, Count: 100, QPS: 10, P99: 0.05}
+		h.Baseline("resnet", "1", &w)
+	}
+	for m := range 10 {
+		window(t0.Add(time.Duration(m) * time.Minute))
+	}
+	for m := range 5 { // an hour ahead
+		window(t0.Add(time.Hour + time.Duration(10+m)*time.Minute))
+	}
+	for m := range 10 { // back on time
+		window(t0.Add(time.Duration(10+m) * time.Minute))
+	}
+	pts := h.s[key("resnet", "1")].Points
+	var got []int64
+	for _, p := range pts {
+		got = append(got, (p.T-t0.Unix())/60)
+	}
+	want := make([]int64, 19) // minutes 0..18: the 19th is still being filled
+	for i := range want {
+		want[i] = int64(i)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("points at minutes %v, want %v", got, want)
 	}
 }
