@@ -94,6 +94,7 @@ type Model struct {
 	// typical is the fitted span's mean load terms by hour of the week
 	// (Monday 00:00 UTC first), for a point whose load is unknown: taken as
 	// zero, a missing minute at peak was predicted at no traffic at all.
+	// Hours the span lacks take their hour of the day (fitTypical).
 	typical [168]loadTerms
 	daily   bool
 	weekly  bool
@@ -252,7 +253,8 @@ func hourOfWeek(t float64) int {
 }
 
 // fitTypical sets typical from the usable points with a known load; an
-// hour of the week without any takes the span's mean.
+// hour of the week without any takes that hour of the day's mean, else the
+// span's.
 func (m *Model) fitTypical(pts []Point) {
 	var sum [168]loadTerms
 	var n [168]float64
@@ -274,8 +276,23 @@ func (m *Model) fitTypical(pts []Point) {
 		all.inv += l.inv
 		nAll++
 	}
+	// An hour of the week not in the span (a daily model's history is
+	// under two weeks) takes the same hour of the other days: latency rises
+	// with load, and the span's mean would put a peak hour at the daily
+	// average load, under its latency, and a night hour over it.
+	var daySum [24]loadTerms
+	var dayN [24]float64
+	for h := range sum {
+		daySum[h%24].u += sum[h].u
+		daySum[h%24].u2 += sum[h].u2
+		daySum[h%24].inv += sum[h].inv
+		dayN[h%24] += n[h]
+	}
 	for h := range m.typical {
 		s, c := sum[h], n[h]
+		if c == 0 {
+			s, c = daySum[h%24], dayN[h%24]
+		}
 		if c == 0 {
 			s, c = all, nAll
 		}
