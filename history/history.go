@@ -89,7 +89,7 @@ func (o Options) Validate() error {
 }
 
 // Point is one stored point: history time (Unix seconds), P99 (seconds),
-// QPS.
+// QPS (0 when unknown, as the fit reads it).
 type Point struct {
 	T   int64   `json:"t"`
 	P99 float64 `json:"p"`
@@ -101,6 +101,7 @@ type series struct {
 	// the point being filled: windows of one Resolution step
 	acc     Point
 	accN    int
+	accQN   int       // of them with a known load
 	seen    time.Time // real time last seen, for eviction
 	model   *baseline.Model
 	nextFit int64
@@ -167,21 +168,31 @@ func (h *Seasonal) Baseline(model, version string, w *windowstats.WindowView) (e
 	now := w.End()
 	s.seen = now
 	at := h.historyTime(now)
+	// A view that began before its series (the model's first calls, a
+	// restart) counts calls over less time than it spans: its QPS is low.
+	// Its load is unknown rather than that: predicted at a fraction of the
+	// traffic, the band of a model whose latency rises with load would sit
+	// under a normal P99.
+	qps := w.QPS
+	if w.Partial {
+		qps = math.NaN()
+	}
 	if w.Count > 0 && w.P99 > 0 {
-		h.add(s, at, w.P99, w.QPS)
+		h.add(s, at, w.P99, qps)
 	}
 	h.maybeFit(s, at.Unix())
 	if s.model == nil || s.model.Kind == baseline.KindTrailing {
 		delete(h.bands, k)
 		return 0, 0, false
 	}
-	mu, sc := s.model.Predict(at, w.QPS)
+	mu, sc := s.model.Predict(at, qps)
 	b := Band{Expected: math.Exp(mu), Lower: math.Exp(mu - h.o.Band*sc), Upper: math.Exp(mu + h.o.Band*sc)}
 	h.bands[k] = b
 	return b.Expected, b.Upper, true
 }
 
 // add folds a window into the current point; a new step starts a new one.
+// qps is NaN when unknown.
 func (h *Seasonal) add(s *series, at time.Time, p99, qps float64) {
 	step := at.Truncate(h.o.Resolution).Unix()
 	if s.accN > 0 && s.acc.T != step {
@@ -193,14 +204,19 @@ func (h *Seasonal) add(s *series, at time.Time, p99, qps float64) {
 	// The point's P99 is the largest window P99 of its step (a P99 of the
 	// step's calls is at least that of its busiest window, roughly); QPS the mean.
 	s.acc.P99 = max(s.acc.P99, p99)
-	s.acc.QPS += qps
+	if !math.IsNaN(qps) {
+		s.acc.QPS += qps
+		s.accQN++
+	}
 	s.accN++
 }
 
 func (h *Seasonal) flush(s *series) {
 	p := s.acc
-	p.QPS /= float64(s.accN)
-	s.accN = 0
+	if s.accQN > 0 {
+		p.QPS /= float64(s.accQN)
+	} // else 0: the fit's unknown load
+	s.accN, s.accQN = 0, 0
 	if n := len(s.Points); n > 0 && p.T <= s.Points[n-1].T {
 		// The wall clock went back (an NTP step after a jump forward). The
 		// points after p were timed by the clock that ran ahead: drop them,

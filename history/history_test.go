@@ -259,3 +259,26 @@ func TestClockStepsBack(t *testing.T) {
 		t.Fatalf("points at minutes %v, want %v", got, want)
 	}
 }
+
+// TestPartialWindowLoadUnknown: a window that began before its series (the
+// sidecar restarted at the afternoon peak) counts a fraction of the
+// traffic. Taken as the load, it put the band of a model whose latency
+// rises with load under the normal peak P99; the load is unknown instead.
+func TestPartialWindowLoadUnknown(t *testing.T) {
+	h, err := New(Options{Speedup: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed(h, 0, 50*60, 1)
+	i := 50*60 + 13*60 // 15:00 on the third day, history time
+	real := t0.Add(time.Duration(i) * time.Second)
+	q := loadAt(t0.Add(time.Duration(i) * time.Minute))
+	w := windowstats.WindowView{Start: real, Seconds: 1, Partial: true, Count: int64(q / 10), QPS: q / 10, P99: p99At(q, i)}
+	exp, up, ok := h.Baseline("resnet", "1", &w)
+	if !ok {
+		t.Fatal("no band after 50 hours")
+	}
+	if w.P99 > up {
+		t.Errorf("peak P99 %.4f over the band's upper %.4f (expected %.4f) in a partial window", w.P99, up, exp)
+	}
+}
