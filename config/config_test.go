@@ -121,6 +121,8 @@ func TestErrorsNameTheField(t *testing.T) {
 		{"bad size", "host: {upstream_memory_limit: 4 gigs}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "host.upstream_memory_limit: line 1"},
 		{"admin", "admin_listen: nope\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "admin_listen"},
 		{"external url", "alerting: {external_url: 'iw.example:9901'}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "alerting.external_url"},
+		{"external url query", "alerting: {external_url: 'https://iw.example/?tenant=a'}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "alerting.external_url"},
+		{"external url fragment", "alerting: {external_url: 'https://iw.example/#/alerts'}\nroutes: [{protocol: grpc, listen: ':1', upstream: 'h:2'}]\n", "alerting.external_url"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -167,8 +167,12 @@ func (c *Config) Validate() error {
 	if c.Alerting.WebhookURL != "" && !httpURL(c.Alerting.WebhookURL) {
 		bad("alerting.webhook_url", "%q is not an http(s) URL", c.Alerting.WebhookURL)
 	}
-	if c.Alerting.ExternalURL != "" && !httpURL(c.Alerting.ExternalURL) {
-		bad("alerting.external_url", "%q is not an http(s) URL", c.Alerting.ExternalURL)
+	if u := c.Alerting.ExternalURL; u != "" && !httpURL(u) {
+		bad("alerting.external_url", "%q is not an http(s) URL", u)
+	} else if strings.ContainsAny(u, "?#") {
+		// The alerts' link is this URL + "/api/v1/alerts": after a query
+		// or a fragment that path is no longer the path.
+		bad("alerting.external_url", "%q has a query or fragment: give the base URL the alerts' /api/v1/alerts is appended to", u)
 	}
 	t := c.Tracing
 	switch t.Protocol {
