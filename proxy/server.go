@@ -61,6 +61,16 @@ func (s *Server) Listen() error {
 	return nil
 }
 
+// Close releases what Listen bound, for a Server that will not Serve (a
+// start that failed after Listen); Shutdown stops a serving one.
+func (s *Server) Close() error {
+	var errs []error
+	for _, nl := range s.nls {
+		errs = append(errs, nl.Close())
+	}
+	return errors.Join(errs...)
+}
+
 // Addrs returns the bound addresses, in listener order.
 func (s *Server) Addrs() []net.Addr {
 	out := make([]net.Addr, len(s.nls))

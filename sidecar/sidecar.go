@@ -485,16 +485,22 @@ func (s *Sidecar) Start(ctx context.Context) error {
 	}
 	s.adminLn = al
 	ctx, s.cancel = context.WithCancel(ctx)
-	if err := s.startHost(ctx); err != nil {
+	// A failed start leaves nothing behind: the caller exits or retries
+	// without Shutdown, and bound route ports would refuse the next bind.
+	fail := func(err error) error {
 		s.cancel()
+		s.wg.Wait()
+		s.stopHost()
+		s.server.Close()
 		al.Close()
-		return fmt.Errorf("host: %w", err)
+		return err
+	}
+	if err := s.startHost(ctx); err != nil {
+		return fail(fmt.Errorf("host: %w", err))
 	}
 	if s.cfg.Push.URL != "" {
 		if err := s.metrics.InitPush(ctx, s.cfg.Push.URL, s.cfg.Push.Interval.D(), s.cfg.Push.ExtraLabels); err != nil {
-			s.cancel()
-			al.Close()
-			return fmt.Errorf("push: %w", err)
+			return fail(fmt.Errorf("push: %w", err))
 		}
 	}
 	s.adminSrv = &http.Server{Handler: s.admin, ReadHeaderTimeout: 5 * time.Second}

@@ -1,9 +1,11 @@
 package sidecar
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -100,4 +102,59 @@ func TestGeneratorURL(t *testing.T) {
 			t.Errorf("admin %q, external %q: %q, want %q", tc.admin, tc.external, got, tc.want)
 		}
 	}
+}
+
+// A start that fails after the route and admin listeners are bound lets
+// go of them: the caller exits or retries without Shutdown, and a port
+// still held would refuse the next bind.
+func TestFailedStartFreesPorts(t *testing.T) {
+	tests := []struct {
+		name    string
+		breakIt func(c *config.Config) // a later step's option, past validation
+		want    string
+	}{
+		{"host samplers", func(c *config.Config) { c.Host.BPFDisabled, c.Host.BPFBudget = false, -1 }, "host: bpf"},
+		{"push", func(c *config.Config) { c.Push.URL, c.Push.Interval = "http://127.0.0.1:1/api/v1/import/prometheus", 0 }, "push:"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			route, admin := freePort(t), freePort(t)
+			cfg := config.Default()
+			cfg.AdminListen = admin
+			cfg.Routes = []config.Route{{Name: "grpc", Protocol: "grpc", Listen: route, Upstream: "127.0.0.1:1", Readiness: "none"}}
+			cfg.Host.GPUDisabled, cfg.Host.BPFDisabled = true, true
+			cfg.Finish()
+			s, err := New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.breakIt(&s.cfg)
+			err = s.Start(context.Background())
+			if err == nil {
+				s.Shutdown(context.Background())
+				t.Fatal("Start succeeded; want the broken step's error")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Start: %v, want %q", err, tc.want)
+			}
+			for _, addr := range []string{route, admin} {
+				l, err := net.Listen("tcp", addr)
+				if err != nil {
+					t.Fatalf("after the failed start %s is still bound: %v", addr, err)
+				}
+				l.Close()
+			}
+		})
+	}
+}
+
+// freePort is a loopback address nothing listens on.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
