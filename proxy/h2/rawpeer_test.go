@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,4 +109,55 @@ func hpackBlock(kv ...string) []byte {
 		en.WriteField(hpack.HeaderField{Name: kv[i], Value: kv[i+1]})
 	}
 	return hb.Bytes()
+}
+
+// rawUpstreams is rawUpstream taking every connection: the i-th (from 0)
+// gets settings(i) and its frames go to onFrame(i, ...); ended gets i once
+// a read on it failed (the sidecar closed it).
+func rawUpstreams(t testing.TB, settings func(i int) []http2.Setting, onFrame func(i int, fr *http2.Framer, f http2.Frame, flush func() error)) (addr string, ended chan int) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended = make(chan int, 16)
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, nc := range conns {
+			nc.Close()
+		}
+	})
+	go func() {
+		for i := 0; ; i++ {
+			nc, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, nc)
+			mu.Unlock()
+			go func() {
+				br := bufio.NewReader(nc)
+				br.Discard(len(http2.ClientPreface))
+				bw := bufio.NewWriter(nc)
+				fr := http2.NewFramer(bw, br)
+				fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+				fr.WriteSettings(settings(i)...)
+				bw.Flush()
+				for {
+					f, err := fr.ReadFrame()
+					if err != nil {
+						ended <- i
+						return
+					}
+					onFrame(i, fr, f, bw.Flush)
+				}
+			}()
+		}
+	}()
+	return l.Addr().String(), ended
 }

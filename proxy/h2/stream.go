@@ -3,6 +3,7 @@ package h2
 import (
 	"bufio"
 	"encoding/binary"
+	"math"
 	"sync"
 	"time"
 
@@ -23,7 +24,7 @@ type endpoint struct {
 	recvWin      int64  // connection window we still grant the peer
 	owed         int64  // connection credit not yet given back to the peer
 	window       int64  // the connection window we advertise
-	maxStreams   uint32 // the peer's SETTINGS_MAX_CONCURRENT_STREAMS, 0: unlimited
+	maxStreams   uint32 // the peer's SETTINGS_MAX_CONCURRENT_STREAMS; unlimited until it says
 	dirty        bool   // the write buffer holds unflushed frames
 	blocked      []*half
 	wbuf         *bufio.Writer // under fr
@@ -33,6 +34,7 @@ type endpoint struct {
 func (e *endpoint) init(window int64) {
 	e.peerWindow = 65535
 	e.peerMaxFrame = 16384
+	e.maxStreams = math.MaxUint32 // RFC 9113 §6.5.2: unlimited until SETTINGS say otherwise
 	e.sendWin = 65535
 	e.recvWin = 65535
 	e.window = window

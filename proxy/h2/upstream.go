@@ -40,8 +40,10 @@ const maxUpstreamConns = 8
 // upstream returns a connection with room for a new stream, the oldest (its
 // HPACK table warm, the newer ones left to go idle), dialing one when none
 // has room and fewer than maxUpstreamConns take streams; errUpstreamBusy
-// when that many are at the upstream's limit. It runs with c.mu held: a
-// dial holds up the pair for as long as it takes (DialTimeout at worst).
+// when that many are at the upstream's limit, or when the one it dialed
+// allows no stream (one dial a stream, not a burst of them). It runs with
+// c.mu held: a dial holds up the pair for as long as it takes (DialTimeout
+// at worst).
 func (c *conn) upstream() (*upConn, error) {
 	usable := 0
 	for _, u := range c.ups {
@@ -90,6 +92,11 @@ func (c *conn) upstream() (*upConn, error) {
 	}
 	c.ups = append(c.ups, u)
 	go u.read()
+	if u.full() {
+		// Its SETTINGS allow no stream (a limit of 0): kept, as it may
+		// raise the limit later, but this stream is refused.
+		return nil, errUpstreamBusy
+	}
 	return u, nil
 }
 
@@ -387,9 +394,10 @@ func (c *conn) lost(u *upConn, err error) {
 	c.dropUp(u)
 }
 
-// full reports whether the connection is at the upstream's limit.
+// full reports whether the connection is at the upstream's limit; a limit
+// of 0 takes no new stream (RFC 9113 §6.5.2), it is not unlimited.
 func (u *upConn) full() bool {
-	return u.maxStreams > 0 && uint32(len(u.streams)) >= u.maxStreams && u.open() >= u.maxStreams
+	return uint32(len(u.streams)) >= u.maxStreams && u.open() >= u.maxStreams
 }
 
 // open counts the streams still open on the upstream's side: one whose

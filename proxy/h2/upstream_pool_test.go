@@ -290,3 +290,88 @@ func TestUpstreamGoAwayRetiresConnection(t *testing.T) {
 		t.Fatalf("stream 3 answered %q, want by a new connection", got)
 	}
 }
+
+// TestUpstreamStreamLimitZero: an upstream's SETTINGS_MAX_CONCURRENT_STREAMS
+// of 0 lets no new stream open (RFC 9113 §6.5.2), whether in its first
+// SETTINGS or a later one; the sidecar took 0 for unlimited and sent
+// streams the upstream had to refuse. A stream goes to a connection with
+// room, or is refused (REFUSED_STREAM) when none takes it, the one it
+// dialed included; the next stream dials another.
+func TestUpstreamStreamLimitZero(t *testing.T) {
+	zero := []http2.Setting{{ID: http2.SettingMaxConcurrentStreams, Val: 0}}
+	for _, tc := range []struct {
+		name         string
+		settings     func(i int) []http2.Setting // upstream connection i's first SETTINGS
+		lower        bool                        // connection 0 sends a limit of 0 with its first answer
+		want1, want3 string                      // "conn i" for the connection that answered, or the reset
+	}{
+		{"first connection's SETTINGS", func(i int) []http2.Setting {
+			if i == 0 {
+				return zero
+			}
+			return nil
+		}, false, "REFUSED_STREAM", "conn 1"}, // one dial per stream: the retry gets the next
+		{"every connection's SETTINGS", func(int) []http2.Setting { return zero }, false, "REFUSED_STREAM", "REFUSED_STREAM"},
+		{"a later SETTINGS", func(int) []http2.Setting { return nil }, true, "conn 0", "conn 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			over := make(chan string, 8)
+			var mu sync.Mutex
+			limit := map[int]uint32{}
+			addr, _ := rawUpstreams(t, func(i int) []http2.Setting {
+				mu.Lock()
+				defer mu.Unlock()
+				limit[i] = 1000
+				for _, s := range tc.settings(i) {
+					limit[i] = s.Val
+				}
+				return tc.settings(i)
+			}, func(i int, fr *http2.Framer, f http2.Frame, flush func() error) {
+				switch f := f.(type) {
+				case *http2.SettingsFrame:
+					if !f.IsAck() {
+						fr.WriteSettingsAck()
+					}
+				case *http2.MetaHeadersFrame:
+					mu.Lock()
+					l := limit[i]
+					if tc.lower && i == 0 {
+						limit[i] = 0
+					}
+					mu.Unlock()
+					if l == 0 {
+						over <- fmt.Sprintf("connection %d got stream %d over its limit of 0", i, f.StreamID)
+						fr.WriteRSTStream(f.StreamID, http2.ErrCodeRefusedStream)
+						break
+					}
+					if tc.lower && i == 0 {
+						fr.WriteSettings(zero...)
+					}
+					fr.WriteHeaders(http2.HeadersFrameParam{StreamID: f.StreamID, BlockFragment: hpackBlock(":status", "200"), EndHeaders: true})
+					fr.WriteData(f.StreamID, true, []byte(fmt.Sprintf("conn %d", i)))
+				}
+				flush()
+			})
+			fwd, _ := startForwarder(t, addr, nopObserver{})
+			c := dialRaw(t, fwd)
+			get := func(id uint32) string {
+				c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.fields(":method", "GET", ":scheme", "http", ":authority", "x", ":path", "/"), EndStream: true, EndHeaders: true})
+				bodies, resets := c.readResponses(map[uint32]bool{id: true})
+				if code, ok := resets[id]; ok {
+					return code.String()
+				}
+				return bodies[id]
+			}
+			if got := get(1); got != tc.want1 {
+				t.Errorf("stream 1: %q, want %q", got, tc.want1)
+			}
+			if got := get(3); got != tc.want3 {
+				t.Errorf("stream 3: %q, want %q", got, tc.want3)
+			}
+			close(over)
+			for msg := range over {
+				t.Error(msg)
+			}
+		})
+	}
+}
