@@ -155,6 +155,9 @@ func (u *upConn) read() {
 		if err == nil {
 			err = u.process(f, wu)
 		}
+		if errors.Is(err, http2.ErrFrameTooLarge) {
+			err = http2.ConnectionError(http2.ErrCodeFrameSize) // told with GOAWAY, as a client is (§4.2)
+		}
 		if err != nil {
 			var se http2.StreamError
 			if errors.As(err, &se) && wu.StreamID != 0 && (wu.StreamID >= u.nextID || wu.StreamID%2 == 0) {

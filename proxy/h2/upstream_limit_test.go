@@ -184,3 +184,46 @@ func TestUpstreamZeroWindowUpdateOnIdleStream(t *testing.T) {
 		t.Fatal("the upstream was told nothing")
 	}
 }
+
+// TestUpstreamOversizedFrame: a frame from the upstream over the frame size
+// the sidecar advertised is a connection error FRAME_SIZE_ERROR (RFC 9113
+// §4.2), told to the upstream with GOAWAY before the connection closes; the
+// sidecar closed it without a word. The client's stream fails as with any
+// lost upstream: gRPC UNAVAILABLE, HTTP 502.
+func TestUpstreamOversizedFrame(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		extra       []string // the request's fields past block's
+		field, want string   // in the client's response
+	}{
+		{"gRPC", []string{"content-type", "application/grpc"}, "grpc-status", "14"},
+		{"HTTP", nil, ":status", "502"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := make(chan http2.Frame, 1)
+			up := rawUpstream(t, func(fr *http2.Framer, f http2.Frame, flush func() error) {
+				switch f := f.(type) {
+				case *http2.MetaHeadersFrame:
+					fr.WriteRawFrame(http2.FrameData, 0, f.StreamID, make([]byte, 16384+1))
+					flush()
+				case *http2.GoAwayFrame:
+					got <- f
+				}
+			})
+			addr, _ := startForwarder(t, up, nopObserver{})
+			c := dialRaw(t, addr)
+			c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: c.block(tc.extra...), EndStream: true, EndHeaders: true})
+			if resp := c.response(1); resp[tc.field] != tc.want {
+				t.Errorf("client got %v, want %s %s", resp, tc.field, tc.want)
+			}
+			select {
+			case f := <-got:
+				if g := f.(*http2.GoAwayFrame); g.ErrCode != http2.ErrCodeFrameSize {
+					t.Fatalf("upstream got GOAWAY %v, want FRAME_SIZE_ERROR", g.ErrCode)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the upstream got no GOAWAY")
+			}
+		})
+	}
+}
