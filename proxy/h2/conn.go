@@ -388,6 +388,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	uid := up.nextID
 	up.nextID += 2
 	up.streams[uid] = st
+	up.idle.Stop()
 	st.up = up
 	st.req.dst, st.req.dstID, st.req.sendWin = &up.endpoint, uid, int64(up.peerWindow)
 	st.resp.src, st.resp.srcID, st.resp.recvWin, st.resp.window = &up.endpoint, uid, win, win
@@ -633,6 +634,9 @@ func (c *conn) reap(st *stream) {
 	if u := st.up; u != nil {
 		delete(u.streams, st.req.dstID)
 		u.retireIfDone()
+		if len(u.streams) == 0 && !u.dead {
+			u.idle.Reset(c.s.o.upstreamIdle)
+		}
 	}
 	if len(c.streams) == 0 {
 		if c.goAway {
@@ -739,6 +743,7 @@ func (c *conn) teardown() {
 	c.flushAll()
 	for _, u := range c.ups {
 		u.dead = true
+		u.idle.Stop()
 		u.nc.Close()
 	}
 	c.ups = nil

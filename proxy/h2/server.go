@@ -31,9 +31,13 @@ type Options struct {
 	ConnWindow           uint32
 	MaxConcurrentStreams uint32        // per client connection; default 1000
 	MaxHeaderListSize    uint32        // default 1 MiB
-	IdleTimeout          time.Duration // a connection without streams closes after; default 2m
+	IdleTimeout          time.Duration // a client connection, or an extra upstream one, without streams closes after; default 2m
 	PrefaceTimeout       time.Duration // for the client's preface; default 10s
 	DialTimeout          time.Duration // default 1s: an absent upstream must fail fast
+
+	// upstreamIdle closes an upstream connection without streams other
+	// than the oldest; IdleTimeout unless a test sets it.
+	upstreamIdle time.Duration
 }
 
 // Server forwards client HTTP/2 connections to the upstream.
@@ -68,6 +72,9 @@ func NewServer(o Options) (*Server, error) {
 	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = 2 * time.Minute
+	}
+	if o.upstreamIdle <= 0 {
+		o.upstreamIdle = o.IdleTimeout
 	}
 	if o.PrefaceTimeout <= 0 {
 		o.PrefaceTimeout = 10 * time.Second

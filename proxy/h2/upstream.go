@@ -25,6 +25,7 @@ type upConn struct {
 	nextID  uint32
 	goAway  bool // the upstream sent GOAWAY: no new streams on it
 	dead    bool
+	idle    *time.Timer // closes it once it carried no stream for a while
 }
 
 // maxStreamID is where a connection stops taking streams, well before the
@@ -47,7 +48,7 @@ const maxUpstreamConns = 8
 func (c *conn) upstream() (*upConn, error) {
 	usable := 0
 	for _, u := range c.ups {
-		if u.dead || u.goAway || u.nextID >= maxStreamID {
+		if !u.takesStreams() {
 			continue // draining: not counted, as it takes no new streams
 		}
 		if !u.full() {
@@ -90,6 +91,7 @@ func (c *conn) upstream() (*upConn, error) {
 		c.dropUp(u)
 		return nil, err
 	}
+	u.idle = time.AfterFunc(c.s.o.upstreamIdle, u.idleClose)
 	c.ups = append(c.ups, u)
 	go u.read()
 	if u.full() {
@@ -428,7 +430,44 @@ func (u *upConn) retireIfDone() {
 	}
 }
 
+// takesStreams reports whether the connection takes new streams, room or
+// not: it is not draining.
+func (u *upConn) takesStreams() bool {
+	return !u.dead && !u.goAway && u.nextID < maxStreamID
+}
+
+// idleClose closes a connection that carried no stream for upstreamIdle,
+// with GOAWAY(NO_ERROR), unless it is the oldest taking streams: the
+// extra ones a burst over the upstream's stream limit opened would
+// otherwise stay until the client leaves. The oldest goes with the client
+// connection (its own IdleTimeout).
+func (u *upConn) idleClose() {
+	c := u.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !u.takesStreams() || len(u.streams) > 0 {
+		return
+	}
+	for _, x := range c.ups {
+		if x == u {
+			return // the oldest
+		}
+		if x.takesStreams() {
+			break
+		}
+	}
+	u.fr.WriteGoAway(0, http2.ErrCodeNo, nil)
+	u.dirty = true
+	c.flushAll()
+	u.dead = true
+	u.nc.Close()
+	c.dropUp(u)
+}
+
 func (c *conn) dropUp(u *upConn) {
+	if u.idle != nil {
+		u.idle.Stop()
+	}
 	c.s.mu.Lock()
 	delete(c.upNCs, u.nc)
 	c.s.mu.Unlock()

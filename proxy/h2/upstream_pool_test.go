@@ -375,3 +375,85 @@ func TestUpstreamStreamLimitZero(t *testing.T) {
 		})
 	}
 }
+
+// TestIdleExtraUpstreamClosed: the extra upstream connection a burst over
+// the upstream's stream limit opened is closed, with GOAWAY(NO_ERROR), once
+// it carried no stream for a while; it stayed open until the client left.
+// The oldest connection stays, and takes the next stream.
+func TestIdleExtraUpstreamClosed(t *testing.T) {
+	const idle = 100 * time.Millisecond
+	goAways := make(chan string, 4)
+	addr, ended := rawUpstreams(t, func(int) []http2.Setting {
+		return []http2.Setting{{ID: http2.SettingMaxConcurrentStreams, Val: 1}}
+	}, func(i int, fr *http2.Framer, f http2.Frame, flush func() error) {
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				fr.WriteSettingsAck()
+			}
+		case *http2.MetaHeadersFrame: // answered at once, ended when the request ends
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: f.StreamID, BlockFragment: hpackBlock(":status", "200"), EndStream: false, EndHeaders: true})
+			if f.StreamEnded() {
+				fr.WriteData(f.StreamID, true, []byte(fmt.Sprintf("conn %d", i)))
+			}
+		case *http2.DataFrame:
+			if f.StreamEnded() {
+				fr.WriteData(f.StreamID, true, []byte(fmt.Sprintf("conn %d", i)))
+			}
+		case *http2.GoAwayFrame:
+			goAways <- fmt.Sprintf("conn %d %v", i, f.ErrCode)
+		}
+		flush()
+	})
+	fwd, _ := startForwarder(t, addr, nopObserver{}, h2.UpstreamIdle(idle))
+	c := dialRaw(t, fwd)
+	c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	get := func(id uint32) string {
+		c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.fields(":method", "GET", ":scheme", "http", ":authority", "x", ":path", "/"), EndStream: true, EndHeaders: true})
+		bodies, resets := c.readResponses(map[uint32]bool{id: true})
+		if code, ok := resets[id]; ok {
+			return code.String()
+		}
+		return bodies[id]
+	}
+
+	// Two streams open at once, one a connection: the burst.
+	for _, id := range []uint32{1, 3} {
+		c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.fields(":method", "POST", ":scheme", "http", ":authority", "x", ":path", "/"), EndHeaders: true})
+		if resp := c.response(id); resp[":status"] != "200" {
+			t.Fatalf("stream %d: %v", id, resp)
+		}
+	}
+	c.fr.WriteData(1, true, nil)
+	c.fr.WriteData(3, true, nil)
+	bodies, resets := c.readResponses(map[uint32]bool{1: true, 3: true})
+	if len(resets) > 0 || bodies[1] != "conn 0" || bodies[3] != "conn 1" {
+		t.Fatalf("burst answered %v, resets %v; want streams 1 and 3 on connections 0 and 1", bodies, resets)
+	}
+
+	select {
+	case i := <-ended:
+		if i != 1 {
+			t.Fatalf("upstream connection %d closed, want 1 (the extra one)", i)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the extra upstream connection was not closed 5s after its last stream")
+	}
+	select {
+	case g := <-goAways:
+		if g != "conn 1 NO_ERROR" {
+			t.Errorf("upstream got GOAWAY %s, want conn 1 NO_ERROR", g)
+		}
+	default:
+		t.Error("the extra upstream connection was closed without GOAWAY")
+	}
+	time.Sleep(3 * idle)
+	select {
+	case i := <-ended:
+		t.Fatalf("upstream connection %d closed too", i)
+	default:
+	}
+	if got := get(5); got != "conn 0" {
+		t.Errorf("stream 5 answered by %q, want conn 0 (the one kept)", got)
+	}
+}
