@@ -110,6 +110,22 @@ func readFrame(fr *http2.Framer, br *bufio.Reader) (f http2.Frame, wu windowUpda
 	return nil, wu, nil
 }
 
+// idleZeroIncrement turns readFrame's stream error for a zero WINDOW_UPDATE
+// increment into a connection error when the stream was never opened: an
+// odd ID past lastID, the highest opened on the connection, or an even one
+// (a stream the server opens: no push either way). An idle stream takes no
+// WINDOW_UPDATE (§5.1), nor may it be reset (§6.4). Both readers use it.
+func idleZeroIncrement(err error, wu windowUpdate, lastID uint32) error {
+	if err == nil || wu.StreamID == 0 {
+		return err // before se, which errors.As makes escape: no allocation a frame
+	}
+	var se http2.StreamError
+	if errors.As(err, &se) && (wu.StreamID > lastID || wu.StreamID%2 == 0) {
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	return err
+}
+
 // bufSize is each connection's read and write buffer: four full frames.
 const bufSize = 64 << 10
 
@@ -179,11 +195,7 @@ func (c *conn) serve() {
 			// sent behind them is for a closed stream, not an idle one.
 			c.maxID = se.StreamID
 		}
-		if errors.As(err, &se) && wu.StreamID != 0 && (wu.StreamID > c.maxID || wu.StreamID%2 == 0) {
-			// A zero increment on a stream never opened: an idle stream
-			// takes no WINDOW_UPDATE (§5.1), nor may we reset it (§6.4).
-			err = http2.ConnectionError(http2.ErrCodeProtocol)
-		}
+		err = idleZeroIncrement(err, wu, c.maxID)
 		if !c.linger && err == nil {
 			err = c.process(f, wu)
 		}

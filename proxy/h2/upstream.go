@@ -161,13 +161,8 @@ func (u *upConn) read() {
 			err = http2.ConnectionError(http2.ErrCodeFrameSize) // told with GOAWAY, as a client is (§4.2)
 		}
 		if err != nil {
+			err = idleZeroIncrement(err, wu, u.nextID-1) // IDs from nextID on were never opened
 			var se http2.StreamError
-			if errors.As(err, &se) && wu.StreamID != 0 && (wu.StreamID >= u.nextID || wu.StreamID%2 == 0) {
-				// A zero increment on a stream never opened: an idle
-				// stream takes no WINDOW_UPDATE (§5.1), nor may we reset
-				// it (§6.4).
-				err = http2.ConnectionError(http2.ErrCodeProtocol)
-			}
 			if errors.As(err, &se) {
 				u.streamError(se.StreamID, se.Code)
 				err = nil
