@@ -188,12 +188,16 @@ func (c *conn) serve() {
 				c.nc.SetReadDeadline(time.Time{})
 			}
 		}
-		var se http2.StreamError
-		if errors.As(err, &se) && wu.StreamID == 0 && se.StreamID > c.maxID && se.StreamID%2 == 1 {
-			// HEADERS the Framer refused (malformed fields) still opened
-			// their stream, which the RST_STREAM closes: DATA the client
-			// sent behind them is for a closed stream, not an idle one.
-			c.maxID = se.StreamID
+		if err != nil {
+			// se is declared here, not above: errors.As makes it escape,
+			// which would cost an allocation on every frame read.
+			var se http2.StreamError
+			if errors.As(err, &se) && wu.StreamID == 0 && se.StreamID > c.maxID && se.StreamID%2 == 1 {
+				// HEADERS the Framer refused (malformed fields) still opened
+				// their stream, which the RST_STREAM closes: DATA the client
+				// sent behind them is for a closed stream, not an idle one.
+				c.maxID = se.StreamID
+			}
 		}
 		err = idleZeroIncrement(err, wu, c.maxID)
 		if !c.linger && err == nil {
