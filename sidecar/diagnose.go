@@ -116,12 +116,11 @@ func (s *Sidecar) upstreamRSS() float64 {
 }
 
 func (s *Sidecar) memoryLimit() float64 {
-	for _, pid := range s.upstreamPIDs() {
-		if v, _, err := upstreamMemoryLimit(float64(s.cfg.Host.UpstreamMemoryLimit), pid); err == nil {
-			return v
-		}
+	v, _, err := upstreamMemoryLimit(float64(s.cfg.Host.UpstreamMemoryLimit), s.upstreamPIDs())
+	if err != nil {
+		return 0
 	}
-	return 0
+	return v
 }
 
 // Diagnose answers /debug/diagnose's query: model (default: the one whose

@@ -20,29 +20,32 @@ import (
 
 // leakHelp documents the upstream memory gauges.
 var leakHelp = map[string]string{
-	"inferwatch_upstream_rss_bytes":          "Resident memory of the upstream's processes (VmRSS summed), sampled once per alerting.memory_leak.interval.",
-	"inferwatch_upstream_memory_limit_bytes": "What MemoryLeakSuspected projects the upstream's memory against: host.upstream_memory_limit, else its cgroup's memory limit, else MemTotal.",
+	"inferwatch_upstream_rss_bytes":          "Resident memory of the upstream's processes (VmRSS summed over those found at each sample), sampled once per alerting.memory_leak.interval.",
+	"inferwatch_upstream_memory_limit_bytes": "What MemoryLeakSuspected projects the upstream's memory against: host.upstream_memory_limit, else the smallest memory limit of its processes' cgroups, else MemTotal.",
 }
 
 // leakWatch samples the upstream's RSS once per interval and judges its
 // trend (baseline.EstimateLeak); where the eBPF probes follow the
 // upstream's CUDA libraries, it judges the device memory those allocated
 // and did not free the same way. It runs on its own goroutine, off the
-// forwarding path: the only per-tick work is one /proc/PID/status read per
-// upstream process, one look at the probes' last sample and, once MinSpan
-// of samples is held, one estimate per level.
+// forwarding path: the only per-tick work is the lookup of the upstream's
+// processes (for a port, a check that the owners last found still hold its
+// socket; a walk of /proc/*/fd at most every 30 s, pids.ownerRescan), one
+// /proc/PID/status read per process, one look at the probes' last sample
+// and, once MinSpan of samples is held, one estimate per level.
 type leakWatch struct {
 	o    config.MemoryLeak
 	spec pids.Spec
-	// resolveEvery bounds how often the processes are looked up again
-	// (a port lookup walks /proc/*/fd) when a read fails or none is known.
+	// resolveEvery bounds how often the processes are looked up while
+	// none is known: a port nobody listens on is looked for with a full
+	// walk of /proc/*/fd each time.
 	resolveEvery time.Duration
 
-	pids     []int
+	pids     []int     // the processes of the last sample, sorted
 	started  time.Time // the first sample
 	resolved time.Time
 	limit    float64
-	limitSet float64    // host.upstream_memory_limit; 0: the cgroup's
+	limitSet float64    // host.upstream_memory_limit; 0: the cgroups'
 	host     leakSeries // RSS
 	lost     bool       // the processes went away since the last tick
 
@@ -258,8 +261,11 @@ func (ls *leakSeries) judge(now time.Time, minSpan time.Duration, limit float64,
 	return nil, false, false
 }
 
-// sample reads the upstream's RSS (summed over its processes), finding
-// them again when a read fails; a new set of processes starts a new trend.
+// sample reads the upstream's RSS, summed over its processes as they are
+// now. They are looked up on every tick, not only when one goes away: a
+// model server forks workers while its first process lives (gunicorn,
+// TorchServe, Triton's Python backends), and their memory is the server's.
+// A set sharing no process with the last one (a restart) starts a new trend.
 func (lw *leakWatch) sample(now time.Time) bool {
 	if lw.started.IsZero() {
 		lw.started = now
@@ -269,40 +275,45 @@ func (lw *leakWatch) sample(now time.Time) bool {
 	if len(lw.pids) == 0 && now.Sub(lw.resolved) < lw.resolveEvery && now.Sub(lw.started) >= lw.resolveEvery {
 		return false
 	}
-	if len(lw.pids) == 0 {
-		lw.find(now)
-		if len(lw.pids) == 0 {
-			return false
-		}
+	lw.resolved = now
+	found, err := lw.spec.Resolve()
+	if len(found) == 0 && err != nil {
+		// A lookup that failed is no proof the processes left: their
+		// own reads below say whether they did.
+		found = lw.pids
 	}
+	var live []int
 	var sum float64
-	for _, pid := range lw.pids {
+	for _, pid := range found {
 		v, err := baseline.ReadRSS(pid)
 		if err != nil {
-			lw.pids, lw.lost = nil, true // gone: look again, and start a new trend
+			continue // gone since the lookup, or a configured PID that exited
+		}
+		live = append(live, pid)
+		sum += v
+	}
+	if len(live) == 0 {
+		if len(lw.pids) > 0 {
+			lw.pids, lw.lost = nil, true
+		}
+		return false
+	}
+	if !slices.Equal(live, lw.pids) {
+		lim, _, err := upstreamMemoryLimit(lw.limitSet, live)
+		if err != nil {
 			return false
 		}
-		sum += v
+		if !slices.ContainsFunc(live, func(p int) bool { return slices.Contains(lw.pids, p) }) {
+			lw.lost = len(lw.pids) > 0
+			lw.host.reset(lw.maxSamples())
+			lw.dev.reset(lw.maxSamples())
+		}
+		lw.pids, lw.limit = live, lim
+		lw.lim.Store(math.Float64bits(lim))
 	}
 	lw.host.add(now, sum)
 	lw.rss.Store(math.Float64bits(sum))
 	return true
-}
-
-func (lw *leakWatch) find(now time.Time) {
-	lw.resolved = now
-	ps, err := lw.spec.Resolve()
-	if err != nil || len(ps) == 0 {
-		return
-	}
-	lim, _, err := upstreamMemoryLimit(lw.limitSet, ps[0])
-	if err != nil {
-		return
-	}
-	lw.pids, lw.limit = ps, lim
-	lw.lim.Store(math.Float64bits(lim))
-	lw.host.reset(lw.maxSamples())
-	lw.dev.reset(lw.maxSamples())
 }
 
 // leakFigures are the annotations both levels' alerts share: the level
@@ -369,21 +380,41 @@ func mib(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
 
 // upstreamMemoryLimit is what the upstream's memory is projected against,
 // and where that came from: the configured limit (set, when not 0), else
-// the cgroup limit of pid, else the machine's memory. In Kubernetes the
-// server's cgroup is another container's, outside the sidecar's cgroup
-// namespace: the injector configures the limit from its spec instead.
-func upstreamMemoryLimit(set float64, pid int) (float64, string, error) {
+// the smallest over pids of each one's cgroup limit, or the machine's memory
+// for one under none: processes in different cgroups (a worker moved to
+// its own) are stopped by the first limit their memory reaches. In
+// Kubernetes the server's cgroup is another container's, outside the
+// sidecar's cgroup namespace: the injector configures the limit from its
+// spec instead.
+func upstreamMemoryLimit(set float64, pids []int) (float64, string, error) {
 	if set > 0 {
 		return set, "host.upstream_memory_limit", nil
 	}
-	if mounts, err := cgroup.SelfMounts(); err == nil {
-		if n, file, err := cgroup.ProcessMemoryLimit(pid, mounts); err == nil && n > 0 {
-			return float64(n), file, nil
+	mounts, merr := cgroup.SelfMounts()
+	limit, from := 0.0, ""
+	total := 0.0
+	for _, pid := range pids {
+		if merr == nil {
+			if n, file, err := cgroup.ProcessMemoryLimit(pid, mounts); err == nil && n > 0 {
+				if from == "" || float64(n) < limit {
+					limit, from = float64(n), file
+				}
+				continue
+			}
+		}
+		if total == 0 {
+			n, err := baseline.MemTotal()
+			if err != nil {
+				return 0, "", err
+			}
+			total = n
+		}
+		if from == "" || total < limit {
+			limit, from = total, "MemTotal"
 		}
 	}
-	n, err := baseline.MemTotal()
-	if err != nil {
-		return 0, "", err
+	if from == "" {
+		return 0, "", fmt.Errorf("memory limit: no upstream process")
 	}
-	return n, "MemTotal", nil
+	return limit, from, nil
 }

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,15 +23,18 @@ import (
 	"github.com/inferwatch/inferwatch/config"
 	"github.com/inferwatch/inferwatch/gpu"
 	"github.com/inferwatch/inferwatch/gpu/pids"
+	"golang.org/x/sys/unix"
 )
 
 // TestMain lets the test binary double as an upstream that listens on a
 // loopback port and grows its memory (SIDECAR_LEAK_HELPER=MiB per 100 ms;
-// 0: allocate once, then hold).
+// 0: allocate once, then hold). SIDECAR_LEAK_PORT makes it a further
+// worker on that port (SO_REUSEPORT, as pre-forked servers listen).
 func TestMain(m *testing.M) {
 	if v, ok := os.LookupEnv("SIDECAR_LEAK_HELPER"); ok {
 		step, _ := strconv.Atoi(v)
-		leakUpstream(step)
+		port, _ := strconv.Atoi(os.Getenv("SIDECAR_LEAK_PORT"))
+		leakUpstream(step, port)
 		return
 	}
 	os.Exit(m.Run())
@@ -37,8 +42,17 @@ func TestMain(m *testing.M) {
 
 var held [][]byte
 
-func leakUpstream(stepMiB int) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func leakUpstream(stepMiB, port int) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+		}); err != nil {
+			return err
+		}
+		return serr
+	}}
+	l, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:"+strconv.Itoa(port))
 	if err != nil {
 		fmt.Println("listen:", err)
 		os.Exit(1)
@@ -64,8 +78,14 @@ func leakUpstream(stepMiB int) {
 // startLeakUpstream runs the helper and returns its loopback address.
 func startLeakUpstream(t *testing.T, stepMiB int) (string, *exec.Cmd) {
 	t.Helper()
+	return startLeakWorker(t, stepMiB, 0)
+}
+
+// startLeakWorker runs the helper listening on port (0: a free one).
+func startLeakWorker(t *testing.T, stepMiB, port int) (string, *exec.Cmd) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "SIDECAR_LEAK_HELPER="+strconv.Itoa(stepMiB))
+	cmd.Env = append(os.Environ(), "SIDECAR_LEAK_HELPER="+strconv.Itoa(stepMiB), "SIDECAR_LEAK_PORT="+strconv.Itoa(port))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -435,5 +455,70 @@ func TestLeakLookupBackoff(t *testing.T) {
 	want := []time.Duration{0, 10 * time.Second, 20 * time.Second, 30 * time.Second, 40 * time.Second, 50 * time.Second, 110 * time.Second}
 	if !slices.Equal(looked, want) {
 		t.Fatalf("looked at %v, want %v", looked, want)
+	}
+}
+
+// TestLeakWatchFollowsWorkers: the upstream's processes are looked up on
+// every tick, so a worker started while the first process lives counts in
+// the RSS, as the server's memory; a worker going away while others stay
+// keeps the trend, and the last one going away ends it.
+func TestLeakWatchFollowsWorkers(t *testing.T) {
+	addr, first := startLeakWorker(t, 0, 0)
+	_, p, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(p)
+	lw := newLeakWatch(leakDefaults(config.MemoryLeak{Interval: config.Duration(time.Second)}, 10*time.Second), pids.Spec{Port: port}, 0)
+	rss := func(cmds ...*exec.Cmd) float64 {
+		var sum float64
+		for _, c := range cmds {
+			v, err := baseline.ReadRSS(c.Process.Pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum += v
+		}
+		return sum
+	}
+	t0 := time.Now()
+	tick := 0
+	// check takes a sample and holds it to the RSS of want, read beside it
+	// (the helpers hold their memory still: a few pages of slack).
+	check := func(step string, want ...*exec.Cmd) {
+		t.Helper()
+		lw.tick(t0.Add(time.Duration(tick) * time.Second))
+		tick++
+		var wantPIDs []int
+		for _, c := range want {
+			wantPIDs = append(wantPIDs, c.Process.Pid)
+		}
+		slices.Sort(wantPIDs)
+		if !slices.Equal(lw.pids, wantPIDs) {
+			t.Fatalf("%s: watching %v, want %v", step, lw.pids, wantPIDs)
+		}
+		got, w := math.Float64frombits(lw.rss.Load()), rss(want...)
+		if math.Abs(got-w) > 4<<20 {
+			t.Fatalf("%s: RSS %.1f MiB, want %.1f MiB (the processes' sum)", step, got/(1<<20), w/(1<<20))
+		}
+		if lw.lim.Load() == 0 {
+			t.Fatalf("%s: no memory limit", step)
+		}
+	}
+	check("one process", first)
+	trend := lw.host.first
+
+	_, second := startLeakWorker(t, 0, port)
+	check("a worker forked later", first, second)
+
+	first.Process.Kill()
+	first.Wait()
+	check("the first gone, the worker stays", second)
+	if lw.host.first != trend {
+		t.Errorf("a worker leaving while another stays started a new trend (first sample %v, was %v)", lw.host.first, trend)
+	}
+
+	second.Process.Kill()
+	second.Wait()
+	lw.tick(t0.Add(time.Duration(tick) * time.Second))
+	if lw.pids != nil {
+		t.Errorf("still watching %v after every process went away", lw.pids)
 	}
 }
