@@ -95,6 +95,14 @@ func TestDiagnoseRanksInjectedCauseFirst(t *testing.T) {
 		{name: "memory leak", anomaly: true, want: CauseMemoryLeak, limit: 2 << 30, mutate: func(i int, w *Window) {
 			w.RSS = float64(500<<20) + float64(i)*float64(20<<20) // 2 MiB/s
 		}},
+		// Windows recorded late carry no reading (0, sidecar.recordWindowsAt):
+		// missing samples, not a fall to zero that would hide the trend.
+		{name: "memory leak, most windows without a reading", anomaly: true, want: CauseMemoryLeak, limit: 2 << 30, mutate: func(i int, w *Window) {
+			w.RSS = 0
+			if i%3 == 0 {
+				w.RSS = float64(500<<20) + float64(i)*float64(20<<20)
+			}
+		}},
 		{name: "cpu neighbour while memory grows", anomaly: true, want: CauseRunqueue, limit: 2 << 30, also: CauseMemoryLeak, mutate: func(i int, w *Window) {
 			w.RSS = float64(500<<20) + float64(i)*float64(20<<20)
 			if i >= nBase {
