@@ -265,7 +265,7 @@ func (ls *leakSeries) judge(now time.Time, minSpan time.Duration, limit float64,
 // now. They are looked up on every tick, not only when one goes away: a
 // model server forks workers while its first process lives (gunicorn,
 // TorchServe, Triton's Python backends), and their memory is the server's.
-// A set sharing no process with the last one (a restart) starts a new trend.
+// A set that changed (a restart, a worker forked or gone) starts a new trend.
 func (lw *leakWatch) sample(now time.Time) bool {
 	if lw.started.IsZero() {
 		lw.started = now
@@ -303,11 +303,12 @@ func (lw *leakWatch) sample(now time.Time) bool {
 		if err != nil {
 			return false
 		}
-		if !slices.ContainsFunc(live, func(p int) bool { return slices.Contains(lw.pids, p) }) {
-			lw.lost = len(lw.pids) > 0
-			lw.host.reset(lw.maxSamples())
-			lw.dev.reset(lw.maxSamples())
-		}
+		// Any change starts a new trend: a worker forked or gone is a step
+		// in the sum, and a step read as a trend would page for a leak
+		// that is a new worker's memory.
+		lw.lost = len(lw.pids) > 0
+		lw.host.reset(lw.maxSamples())
+		lw.dev.reset(lw.maxSamples())
 		lw.pids, lw.limit = live, lim
 		lw.lim.Store(math.Float64bits(lim))
 	}
