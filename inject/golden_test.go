@@ -37,6 +37,7 @@ var goldenCases = []struct {
 	{"kserve-raw-ebpf", OptIn, "injected"},
 	{"tfserving", OptIn, "injected"},           // the official image: its entrypoint's REST and gRPC ports
 	{"tfserving-grpc-only", OptIn, "injected"}, // tensorflow_model_server run directly, no REST API: gRPC alone
+	{"triton-windows", OptIn, "skipped"},       // a Linux sidecar cannot run in it, and its security context would be refused
 	{"unannotated", OptIn, "ignored"},
 	{"already-injected", OptIn, "ignored"},
 	{"not-understood", OptIn, "skipped"},

@@ -329,6 +329,13 @@ func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
 	if pod.Spec.HostNetwork {
 		return Outcome{}, fmt.Errorf("hostNetwork pods are not injected (port takeover would take the node's ports)")
 	}
+	if why := windowsOnly(pod); why != "" {
+		// The sidecar is a Linux binary, and the apiserver refuses its
+		// Linux security context (capabilities, seccomp, runAsUser, ...)
+		// in a pod whose spec.os.name is windows: injected, the pod would
+		// not be created at all.
+		return Outcome{}, fmt.Errorf("the pod runs on Windows nodes only (%s), and the sidecar is a Linux container", why)
+	}
 	args, err := annotationArgs(cfg, ann)
 	if err != nil {
 		return Outcome{}, err
@@ -484,6 +491,32 @@ func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
 	}
 	ops = append(ops, statusOp(pod, StatusInjected), labelOp(pod))
 	return Outcome{Action: "injected", Patch: ops}, nil
+}
+
+// windowsOnly says where the pod is bound to Windows nodes: spec.os.name,
+// the nodeSelector, or a required node affinity all of whose terms ask for
+// kubernetes.io/os windows. "" when it may run on Linux.
+func windowsOnly(pod *corev1.Pod) string {
+	if pod.Spec.OS != nil && pod.Spec.OS.Name == corev1.Windows {
+		return "spec.os.name: windows"
+	}
+	if pod.Spec.NodeSelector[corev1.LabelOSStable] == string(corev1.Windows) {
+		return "nodeSelector " + corev1.LabelOSStable + ": windows"
+	}
+	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+		windows := func(t corev1.NodeSelectorTerm) bool {
+			return slices.ContainsFunc(t.MatchExpressions, func(r corev1.NodeSelectorRequirement) bool {
+				return r.Key == corev1.LabelOSStable && r.Operator == corev1.NodeSelectorOpIn && len(r.Values) > 0 &&
+					!slices.ContainsFunc(r.Values, func(v string) bool { return v != string(corev1.Windows) })
+			})
+		}
+		// Terms are ORed: one that allows Linux lets the pod run there.
+		if len(terms) > 0 && !slices.ContainsFunc(terms, func(t corev1.NodeSelectorTerm) bool { return !windows(t) }) {
+			return "required node affinity " + corev1.LabelOSStable + " in (windows)"
+		}
+	}
+	return ""
 }
 
 func serverIndex(pod *corev1.Pod, qp int) int {

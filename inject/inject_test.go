@@ -336,3 +336,45 @@ func TestHostPortFollowsThePort(t *testing.T) {
 		t.Errorf("sidecar ports %+v: want 8000 with hostPort 30080 on 10.0.0.5", side.Ports)
 	}
 }
+
+// TestWindowsPods: the sidecar is a Linux container, and the apiserver
+// refuses its security context in a pod whose spec.os.name is windows
+// (TestKubeAPIServer's triton-windows). A pod bound to Windows nodes
+// is skipped, saying how it is bound; one that may run on Linux is not.
+func TestWindowsPods(t *testing.T) {
+	osTerm := func(values ...string) corev1.NodeSelectorTerm {
+		return corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelOSStable, Operator: corev1.NodeSelectorOpIn, Values: values}}}
+	}
+	required := func(terms ...corev1.NodeSelectorTerm) *corev1.Affinity {
+		return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}}
+	}
+	for _, tt := range []struct {
+		name   string
+		edit   func(*corev1.PodSpec)
+		action string
+		why    string // in the reason when skipped
+	}{
+		{"spec.os.name windows", func(s *corev1.PodSpec) { s.OS = &corev1.PodOS{Name: corev1.Windows} }, "skipped", "spec.os.name: windows"},
+		{"spec.os.name linux", func(s *corev1.PodSpec) { s.OS = &corev1.PodOS{Name: corev1.Linux} }, "injected", ""},
+		{"nodeSelector windows", func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{corev1.LabelOSStable: "windows"} }, "skipped", "nodeSelector kubernetes.io/os: windows"},
+		{"nodeSelector linux", func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{corev1.LabelOSStable: "linux"} }, "injected", ""},
+		{"required affinity windows", func(s *corev1.PodSpec) { s.Affinity = required(osTerm("windows")) }, "skipped", "required node affinity"},
+		{"required affinity windows, both terms", func(s *corev1.PodSpec) { s.Affinity = required(osTerm("windows"), osTerm("windows")) }, "skipped", "required node affinity"},
+		{"required affinity windows or linux", func(s *corev1.PodSpec) { s.Affinity = required(osTerm("windows", "linux")) }, "injected", ""},
+		{"required affinity, a term that allows linux", func(s *corev1.PodSpec) { s.Affinity = required(osTerm("windows"), corev1.NodeSelectorTerm{}) }, "injected", ""},
+		{"preferred affinity windows", func(s *corev1.PodSpec) {
+			s.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{Weight: 1, Preference: osTerm("windows")}}}}
+		}, "injected", ""},
+	} {
+		pod := tritonPod(t)
+		tt.edit(&pod.Spec)
+		out := Mutate(DefaultConfig(), OptIn, pod)
+		if out.Action != tt.action || !strings.Contains(out.Reason, tt.why) {
+			t.Errorf("%s: action %q reason %q, want %s naming %q", tt.name, out.Action, out.Reason, tt.action, tt.why)
+			continue
+		}
+		if got := patched(t, pod, out.Patch); tt.action == "skipped" && (len(got.Spec.Containers) != len(pod.Spec.Containers) || !strings.HasPrefix(got.Annotations[AnnStatus], statusSkippedPrefx)) {
+			t.Errorf("%s: skipped pod has %d containers (sent %d), status %q", tt.name, len(got.Spec.Containers), len(pod.Spec.Containers), got.Annotations[AnnStatus])
+		}
+	}
+}
