@@ -35,6 +35,7 @@ var goldenCases = []struct {
 	{"triton-process-facts", OptIn, "injected"}, // shareProcessNamespace, the upstream by its socket's user
 	{"kserve-predictor", Namespace, "injected"},
 	{"kserve-raw-ebpf", OptIn, "injected"},
+	{"kserve-raw-custom", OptIn, "skipped"},    // no command or args: flags in args would replace its image's CMD
 	{"tfserving", OptIn, "injected"},           // the official image: its entrypoint's REST and gRPC ports
 	{"tfserving-grpc-only", OptIn, "injected"}, // tensorflow_model_server run directly, no REST API: gRPC alone
 	{"triton-windows", OptIn, "skipped"},       // a Linux sidecar cannot run in it, and its security context would be refused

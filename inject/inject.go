@@ -274,13 +274,23 @@ const tfEntrypoint = "tf_serving_entrypoint.sh"
 // tfImage reports whether image is the official TensorFlow Serving image
 // (any registry, tag or digest), whose entrypoint is tfEntrypoint.
 func tfImage(image string) bool {
+	return isImage(image, "tensorflow/serving")
+}
+
+// kserveImages are KServe's Python model server images whose ENTRYPOINT
+// (python -m <server>) takes --http_port/--grpc_port as args.
+var kserveImages = []string{"kserve/sklearnserver", "kserve/xgbserver", "kserve/lgbserver", "kserve/huggingfaceserver"}
+
+// isImage reports whether image is repo from any registry, by any tag or
+// digest.
+func isImage(image, repo string) bool {
 	if i := strings.IndexByte(image, '@'); i >= 0 {
 		image = image[:i]
 	}
 	if i := strings.LastIndexByte(image, ':'); i > strings.LastIndexByte(image, '/') {
 		image = image[:i]
 	}
-	return image == "tensorflow/serving" || strings.HasSuffix(image, "/tensorflow/serving")
+	return image == repo || strings.HasSuffix(image, "/"+repo)
 }
 
 func kindOf(c *corev1.Container) serverKind {
@@ -417,6 +427,14 @@ func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
 		}
 		if kind == kindUnknown {
 			return Outcome{}, fmt.Errorf("container %q: command %q is not one whose ports the injector knows how to move (tritonserver, KServe model server in kserve-container, tensorflow_model_server or the tensorflow/serving image)", srv.Name, strings.Join(append(slices.Clone(srv.Command), srv.Args...), " "))
+		}
+		if kind == kindKServe && len(srv.Args) == 0 && !slices.ContainsFunc(kserveImages, func(r string) bool { return isImage(srv.Image, r) }) {
+			// Args given to a container without any replace its image's
+			// CMD: an image that starts its server by CMD, not ENTRYPOINT,
+			// would run --http_port as its program. The server reads its
+			// ports from those flags only, so there is no other way to
+			// move it.
+			return Outcome{}, fmt.Errorf("container %q has neither command nor args: moving its ports takes --http_port/--grpc_port args, which would replace the CMD of image %q (run as the program where it has no ENTRYPOINT); give the container args: the image's CMD, or its ENTRYPOINT's flags", srv.Name, srv.Image)
 		}
 		if kind == kindTFServing {
 			// /v1/models/{m}:predict is TF Serving's; it has no Triton

@@ -3,6 +3,7 @@ package inject
 import (
 	"encoding/json"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -145,7 +146,7 @@ func TestKServeContainerRecognised(t *testing.T) {
 		kind serverKind
 	}{
 		{"sklearnserver", corev1.Container{Name: "kserve-container", Args: []string{"--model_name=iris", "--model_dir=/mnt/models", "--http_port=8080"}}, kindKServe},
-		{"a custom kserve.Model, the image's entrypoint", corev1.Container{Name: "kserve-container", Image: "acme/custom-model:v1"}, kindKServe},
+		{"a custom kserve.Model, no args (recognised; moved only as TestKServeNoArgs says)", corev1.Container{Name: "kserve-container", Image: "acme/custom-model:v1"}, kindKServe},
 		{"Triton runtime", corev1.Container{Name: "kserve-container", Args: []string{"tritonserver", "--model-store=/mnt/models"}}, kindTriton},
 		{"TorchServe runtime", corev1.Container{Name: "kserve-container", Args: []string{"torchserve", "--start", "--model-store=/mnt/models/model-store", "--ts-config=/mnt/models/config/config.properties"}}, kindUnknown},
 		{"MLServer runtime", corev1.Container{Name: "kserve-container", Image: "docker.io/seldonio/mlserver:1.6.1", Env: []corev1.EnvVar{{Name: "MLSERVER_HTTP_PORT", Value: "8080"}, {Name: "MLSERVER_GRPC_PORT", Value: "9000"}}}, kindUnknown},
@@ -375,6 +376,47 @@ func TestWindowsPods(t *testing.T) {
 		}
 		if got := patched(t, pod, out.Patch); tt.action == "skipped" && (len(got.Spec.Containers) != len(pod.Spec.Containers) || !strings.HasPrefix(got.Annotations[AnnStatus], statusSkippedPrefx)) {
 			t.Errorf("%s: skipped pod has %d containers (sent %d), status %q", tt.name, len(got.Spec.Containers), len(pod.Spec.Containers), got.Annotations[AnnStatus])
+		}
+	}
+}
+
+// TestKServeNoArgs: a KServe model server moves by --http_port/--grpc_port
+// in its args, and args given to a container without any replace its
+// image's CMD. A custom image that starts the server with CMD (no
+// ENTRYPOINT) would run the flag as its program, so a kserve-container with
+// neither command nor args is skipped unless its image is one of KServe's,
+// whose ENTRYPOINT takes the flags. Args already there show how the image
+// starts: the flags go after them.
+func TestKServeNoArgs(t *testing.T) {
+	moved := []string{"--http_port=18080", "--grpc_port=18081"}
+	for _, tt := range []struct {
+		name     string
+		image    string
+		args     []string
+		wantArgs []string // nil: skipped
+	}{
+		{"custom image, neither command nor args", "example.com/acme/custom-model:v1", nil, nil},
+		{"an image named like KServe's", "acme/kserve-sklearnserver:1", nil, nil},
+		{"custom image, its CMD in args", "example.com/acme/custom-model:v1", []string{"python", "model.py"}, []string{"python", "model.py", moved[0], moved[1]}},
+		{"custom image, flags for its ENTRYPOINT", "example.com/acme/custom-model:v1", []string{"--model_name=m"}, []string{"--model_name=m", moved[0], moved[1]}},
+		{"KServe's sklearnserver", "kserve/sklearnserver:v0.14.0", nil, moved},
+		{"KServe's huggingfaceserver from a registry, by digest", "docker.io/kserve/huggingfaceserver@sha256:0123", nil, moved},
+	} {
+		pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "kserve-container", Image: tt.image, Args: tt.args,
+			Ports: []corev1.ContainerPort{{ContainerPort: 8080}, {Name: "grpc", ContainerPort: 8081}},
+		}}}}
+		pod.Annotations = map[string]string{AnnInject: "true"}
+		out := Mutate(DefaultConfig(), OptIn, pod)
+		got := patched(t, pod, out.Patch).Spec.Containers[0]
+		if tt.wantArgs == nil {
+			if out.Action != "skipped" || !strings.Contains(out.Reason, "neither command nor args") || got.Args != nil {
+				t.Errorf("%s: action %q reason %q args %q, want skipped, saying why, args untouched", tt.name, out.Action, out.Reason, got.Args)
+			}
+			continue
+		}
+		if out.Action != "injected" || !slices.Equal(got.Args, tt.wantArgs) {
+			t.Errorf("%s: action %q (%s), args %q, want injected with %q", tt.name, out.Action, out.Reason, got.Args, tt.wantArgs)
 		}
 	}
 }
