@@ -83,7 +83,7 @@ func (h *StatsHandler) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	case *stats.Begin:
 		c.Start = e.BeginTime
 		if e.Client {
-			c.UpstreamStart = 1
+			c.UpstreamStart, c.ClientSide = 1, true
 		}
 	case *stats.InPayload:
 		if e.Client {

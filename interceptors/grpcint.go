@@ -265,6 +265,7 @@ func (r *Recorder) clientTrace(ctx context.Context, c *record.Call) context.Cont
 func (r *Recorder) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		c, rt := r.begin(method)
+		c.ClientSide = true
 		request(c, rt, req)
 		c.RequestEnd, c.UpstreamStart, c.UpstreamSent = 1, 1, 1
 		ctx = r.clientTrace(ctx, c)
@@ -287,7 +288,7 @@ func (r *Recorder) UnaryClientInterceptor() grpc.UnaryClientInterceptor {
 func (r *Recorder) StreamClientInterceptor() grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		c, rt := r.begin(method)
-		c.Stream = true
+		c.Stream, c.ClientSide = true, true
 		c.UpstreamStart = 1
 		ctx = r.clientTrace(ctx, c)
 		cs, err := streamer(ctx, desc, cc, method, opts...)

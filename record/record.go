@@ -103,6 +103,10 @@ type Call struct {
 	Model    string
 	Version  string
 	Stream   bool // client, server or bidi streaming, or SSE
+	// ClientSide: recorded by a client of the server (the gRPC client
+	// interceptors, a client's StatsHandler), not in front of it: the call's
+	// span is the client's operation, not a server's.
+	ClientSide bool
 
 	Code       string    // gRPC status code name ("OK", "UNAVAILABLE") or HTTP status ("200")
 	ErrorKind  ErrorKind // sidecar-observed failure, if any

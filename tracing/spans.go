@@ -247,7 +247,7 @@ func callAttributes(c *record.Call, host *record.HostFacts, tail string) []attri
 			a = append(a, attribute.Int("http.response.status_code", n))
 		}
 	}
-	if et, ok := serverError(c); ok {
+	if et, ok := callError(c); ok {
 		a = append(a, attribute.String("error.type", et))
 	}
 	a = append(a,
@@ -378,7 +378,7 @@ func buildSpans(c *record.Call, host *record.HostFacts, tail, upstreamAddr strin
 	at := func(d time.Duration) time.Time { return c.Start.Add(d) }
 	end := max(c.End, 0)
 	status, desc := codes.Unset, ""
-	if _, ok := serverError(c); ok {
+	if _, ok := callError(c); ok {
 		status, desc = codes.Error, c.Code
 		if c.ErrorKind != record.ErrNone {
 			desc = string(c.ErrorKind) + " " + c.Code
@@ -387,7 +387,7 @@ func buildSpans(c *record.Call, host *record.HostFacts, tail, upstreamAddr strin
 	n := 6 + min(len(c.Stages), maxStageSpans)
 	cs.spans = make([]spanData, 0, n)
 	cs.spans = append(cs.spans, spanData{
-		name: callName(c), id: c.SpanID, parent: c.ParentSpanID, kind: trace.SpanKindServer,
+		name: callName(c), id: c.SpanID, parent: c.ParentSpanID, kind: callKind(c),
 		start: c.Start, end: at(end), attrs: callAttributes(c, host, tail), status: status, desc: desc,
 		events: llmEvents(c),
 	})
@@ -629,6 +629,33 @@ func serverError(c *record.Call) (string, bool) {
 		return c.Code, true
 	}
 	return "", false
+}
+
+// callKind is the call span's kind: a server's in front of a server; the
+// client's own operation (internal) for a record a client made, whose
+// upstream child is the client span the server's span descends from.
+func callKind(c *record.Call) trace.SpanKind {
+	if c.ClientSide {
+		return trace.SpanKindInternal
+	}
+	return trace.SpanKindServer
+}
+
+// callError is the call span's error: serverError in front of a server;
+// for a record a client made, a client's (upstreamError, and the client's
+// own cancel or deadline too: the semantic conventions make every gRPC
+// code but OK a client span's error).
+func callError(c *record.Call) (string, bool) {
+	if !c.ClientSide {
+		return serverError(c)
+	}
+	if c.Protocol == record.ProtocolGRPC && c.Code != "" && c.Code != "OK" {
+		if c.ErrorKind == record.ErrUpstreamUnavailable || c.ErrorKind == record.ErrTimeout {
+			return string(c.ErrorKind), true
+		}
+		return c.Code, true
+	}
+	return upstreamError(c)
 }
 
 // upstreamError is serverError for the upstream span, the sidecar's client

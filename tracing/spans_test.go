@@ -439,6 +439,53 @@ func TestRenderQuotesControlCharacters(t *testing.T) {
 	}
 }
 
+// TestClientSideCallSpan: a record a client made (the gRPC client
+// interceptors) is not a server's call: its call span is the client's own
+// operation (internal; its upstream child is the client span), in error for
+// every gRPC code but OK, as the conventions have a client's.
+func TestClientSideCallSpan(t *testing.T) {
+	for _, tc := range []struct {
+		code  string
+		kind  record.ErrorKind
+		etype string // "" not in error
+	}{
+		{"OK", record.ErrNone, ""},
+		{"NOT_FOUND", record.ErrNone, "NOT_FOUND"},
+		{"INVALID_ARGUMENT", record.ErrNone, "INVALID_ARGUMENT"},
+		{"CANCELLED", record.ErrClientCancel, "CANCELLED"},
+		{"UNAVAILABLE", record.ErrUpstreamUnavailable, "upstream_unavailable"},
+		{"DEADLINE_EXCEEDED", record.ErrTimeout, "timeout"},
+		{"INTERNAL", record.ErrNone, "INTERNAL"},
+	} {
+		t.Run(tc.code, func(t *testing.T) {
+			c := seedCall()
+			c.ClientSide, c.Code, c.ErrorKind = true, tc.code, tc.kind
+			cs := buildSpans(c, nil, "", "10.0.0.7:8001")
+			call := cs.spans[0]
+			if call.kind != trace.SpanKindInternal {
+				t.Errorf("call span kind %v, want internal", call.kind)
+			}
+			if got := call.status == codes.Error; got != (tc.etype != "") {
+				t.Errorf("call span in error %v (%q), want %v", got, call.desc, tc.etype != "")
+			}
+			if got := attrMap(call.attrs)["error.type"].AsString(); got != tc.etype {
+				t.Errorf("call span error.type %q, want %q", got, tc.etype)
+			}
+			for _, s := range cs.spans[1:] {
+				if s.id == c.UpstreamSpanID && s.kind != trace.SpanKindClient {
+					t.Errorf("upstream span kind %v, want client", s.kind)
+				}
+			}
+		})
+	}
+	// The same record made in front of a server keeps the server's span.
+	c := seedCall()
+	c.Code = "NOT_FOUND"
+	if cs := buildSpans(c, nil, "", ""); cs.spans[0].kind != trace.SpanKindServer || cs.spans[0].status == codes.Error {
+		t.Errorf("server-side NOT_FOUND: kind %v, status %v; want server, not in error", cs.spans[0].kind, cs.spans[0].status)
+	}
+}
+
 // TestSpanStatusFollowsSemconv: the call span is the server's, so it is in
 // error for the gRPC codes and HTTP statuses OpenTelemetry's conventions name
 // server errors, not for a client's mistake or its cancel; the upstream span
