@@ -578,3 +578,35 @@ func TestStartWithMockRuns(t *testing.T) {
 		t.Fatal("second Close:", err)
 	}
 }
+
+// TestThrottleReasonBitsMatchNVML holds the reason table to nvml.h's
+// nvmlClocksEventReason* bits as go-nvml carries them, board limit (0x200)
+// and reliability (0x400) included, and every bit of the All mask named.
+func TestThrottleReasonBitsMatchNVML(t *testing.T) {
+	want := map[string]uint64{
+		"gpu_idle":                    nvml.ClocksEventReasonGpuIdle,
+		"applications_clocks_setting": nvml.ClocksEventReasonApplicationsClocksSetting,
+		"sw_power_cap":                nvml.ClocksEventReasonSwPowerCap,
+		"hw_slowdown":                 nvml.ClocksThrottleReasonHwSlowdown,
+		"sync_boost":                  nvml.ClocksEventReasonSyncBoost,
+		"sw_thermal_slowdown":         nvml.ClocksEventReasonSwThermalSlowdown,
+		"hw_thermal_slowdown":         nvml.ClocksThrottleReasonHwThermalSlowdown,
+		"hw_power_brake_slowdown":     nvml.ClocksThrottleReasonHwPowerBrakeSlowdown,
+		"display_clock_setting":       nvml.ClocksEventReasonDisplayClockSetting,
+		"board_limit":                 nvml.ClocksEventReasonBoardLimit,
+		"reliability":                 nvml.ClocksEventReasonReliability,
+	}
+	var all uint64
+	for _, r := range throttleReasons {
+		if w, ok := want[r.name]; !ok || w != r.bit {
+			t.Errorf("%s: bit %#x, nvml.h has %#x (named: %v)", r.name, r.bit, w, ok)
+		}
+		all |= r.bit
+	}
+	if len(throttleReasons) != len(want) {
+		t.Errorf("%d reasons named, nvml.h has %d", len(throttleReasons), len(want))
+	}
+	if all != nvml.ClocksEventReasonAll {
+		t.Errorf("the named bits make %#x, nvml.h's All is %#x", all, uint64(nvml.ClocksEventReasonAll))
+	}
+}

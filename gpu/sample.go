@@ -55,7 +55,8 @@ type Process struct {
 }
 
 // throttleReasons names the clocks event reason bits of nvml.h
-// (nvmlClocksEventReason*), in bit order.
+// (nvmlClocksEventReason*), in bit order; TestThrottleReasonBitsMatchNVML
+// holds them to go-nvml's copy of the header.
 var throttleReasons = [...]struct {
 	bit  uint64
 	name string
