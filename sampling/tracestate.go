@@ -2,13 +2,11 @@ package sampling
 
 import "strings"
 
-// W3C tracestate limits (https://www.w3.org/TR/trace-context-1/#tracestate-header).
+// W3C tracestate limits (https://www.w3.org/TR/trace-context-2/#tracestate-header).
 const (
 	maxMembers     = 32
 	maxValueLen    = 256
-	maxSimpleKey   = 256
-	maxTenantLen   = 241
-	maxSystemLen   = 14
+	maxKeyLen      = 256
 	maxOTValueLen  = 256 // the whole ot value, per the OpenTelemetry tracestate handling spec
 	maxTraceHeader = 16 << 10
 )
@@ -204,33 +202,26 @@ func trimOWS(s string) string {
 	return strings.Trim(s, " \t")
 }
 
-// validKey checks a list-member key with the Level 1 grammar, which is what
-// OpenTelemetry Go's parser accepts:
+// validKey checks a list-member key with Trace Context Level 2's grammar
+// (https://www.w3.org/TR/trace-context-2/#key):
 //
-//	key = simple-key / multi-tenant-key
-//	simple-key = lcalpha 0*255( lcalpha / DIGIT / "_" / "-"/ "*" / "/" )
-//	multi-tenant-key = tenant-id "@" system-id
-//	tenant-id = ( lcalpha / DIGIT ) 0*240( lcalpha / DIGIT / "_" / "-"/ "*" / "/" )
-//	system-id = lcalpha 0*13( lcalpha / DIGIT / "_" / "-"/ "*" / "/" )
+//	key = ( lcalpha / DIGIT ) 0*255 ( keychar )
+//	keychar = lcalpha / DIGIT / "_" / "-" / "*" / "/" / "@"
+//
+// It takes every Level 1 key (simple and tenant@system) and more: a key
+// that starts with a digit, several '@', a longer tenant or system. Such a
+// list is the client's and valid, so it is propagated; OpenTelemetry Go's
+// parser is Level 1, so the sidecar's own spans then carry no tracestate.
 func validKey(k string) bool {
-	tenant, system, multi := strings.Cut(k, "@")
-	if !multi {
-		return len(k) <= maxSimpleKey && keyPart(k, false)
-	}
-	return len(tenant) <= maxTenantLen && keyPart(tenant, true) &&
-		len(system) <= maxSystemLen && keyPart(system, false)
-}
-
-func keyPart(s string, digitFirst bool) bool {
-	if s == "" {
+	if k == "" || len(k) > maxKeyLen {
 		return false
 	}
-	if c := s[0]; !(isLower(c) || digitFirst && isDigit(c)) {
+	if c := k[0]; !isLower(c) && !isDigit(c) {
 		return false
 	}
-	for i := 1; i < len(s); i++ {
-		c := s[i]
-		if !isLower(c) && !isDigit(c) && c != '_' && c != '-' && c != '*' && c != '/' {
+	for i := 1; i < len(k); i++ {
+		c := k[i]
+		if !isLower(c) && !isDigit(c) && c != '_' && c != '-' && c != '*' && c != '/' && c != '@' {
 			return false
 		}
 	}

@@ -28,12 +28,18 @@ func TestParseTraceState(t *testing.T) {
 		{"rojo= leading space kept", true, true, ""},
 		{long + "=x", true, true, ""},
 		{"k=" + long, true, true, ""},
-		{"a" + long + "=x", false, false, ""},                       // key of 257
-		{"k=a" + long, false, false, ""},                            // value of 257
-		{"Rojo=1", false, false, ""},                                // upper case key
-		{"0rojo=1", false, false, ""},                               // simple key must start with a letter
-		{"t@vendorvendorvendor=1", false, false, ""},                // system-id over 14
-		{"t@v@w=1", false, false, ""},                               // two @
+		{"a" + long + "=x", false, false, ""}, // key of 257
+		{"k=a" + long, false, false, ""},      // value of 257
+		{"Rojo=1", false, false, ""},          // upper case key
+		// Level 2 keys (https://www.w3.org/TR/trace-context-2/#key): a
+		// digit first, '@' anywhere, no tenant/system limits.
+		{"0rojo=1", true, true, ""},
+		{"t@vendorvendorvendor=1", true, true, ""},
+		{"t@v@w=1", true, true, ""},
+		{"rojo@=1", true, true, ""},
+		{"@rojo=1", false, false, ""},                               // '@' first
+		{"_rojo=1", false, false, ""},                               // '_' first
+		{"rojo.x=1", false, false, ""},                              // '.' is no keychar
 		{"rojo", false, false, ""},                                  // no =
 		{"rojo=", false, false, ""},                                 // empty value
 		{"rojo=a=b", false, false, ""},                              // = in value
