@@ -108,6 +108,23 @@ func TestSequences(t *testing.T) {
 			},
 		},
 		{
+			// BUFFERED_PARTIAL over its limit: Envoy sends the first part of
+			// each body and forwards the rest without us.
+			name: "partially buffered bodies, HTTP: bytes as announced",
+			msgs: []*extprocv3.ProcessingRequest{
+				reqHeaders(headers(false, ":method", "POST", ":path", "/v2/models/mlp/infer", "content-type", "application/json", "content-length", "5000")),
+				reqBody(make([]byte, 1024), false),
+				respHeaders(headers(false, ":status", "200", "content-length", "3000")),
+				respBody(make([]byte, 1024), false),
+			},
+			answers: []string{"request_headers", "request_body", "response_headers", "response_body"},
+			check: func(t *testing.T, c *record.Call, _ []*extprocv3.ProcessingResponse) {
+				if c.Code != "200" || c.ErrorKind != record.ErrNone || c.RequestBytes != 5000 || c.ResponseBytes != 3000 {
+					t.Errorf("code %q kind %q bytes %d/%d, want 200, none, 5000/3000", c.Code, c.ErrorKind, c.RequestBytes, c.ResponseBytes)
+				}
+			},
+		},
+		{
 			name: "buffered body, gRPC, trailers",
 			opts: Options{DecodeSample: 1, DecodeMaxBytes: 1 << 20, Trace: tracer},
 			msgs: []*extprocv3.ProcessingRequest{

@@ -427,10 +427,14 @@ func (st *stream) finish(now time.Time, clean bool) {
 		c.End = st.at(now)
 		c.ErrorKind = record.ErrClientCancel
 	}
-	if !st.reqBody && c.RequestBytes == 0 && st.reqLen > 0 {
-		c.RequestBytes = st.reqLen // body not sent to us: as announced
+	// A body not sent to us, or only its first part (BUFFERED_PARTIAL
+	// over its limit: Envoy forwards the rest itself), counts as its
+	// content-length announced, once the call completed; a call cut short
+	// keeps what was seen.
+	if st.reqLen > c.RequestBytes && (!st.reqBody || st.respDone) {
+		c.RequestBytes = st.reqLen
 	}
-	if !st.respBody && c.ResponseBytes == 0 && st.respLen > 0 {
+	if st.respLen > c.ResponseBytes && (!st.respBody || st.respDone) {
 		c.ResponseBytes = st.respLen
 	}
 	if st.grpc {
