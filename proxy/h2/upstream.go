@@ -209,6 +209,9 @@ func (u *upConn) handle(f http2.Frame) error {
 			u.dirty = true
 		}
 	case *http2.RSTStreamFrame:
+		if u.streams[f.StreamID] == nil && u.neverOpened(f.StreamID) {
+			return http2.ConnectionError(http2.ErrCodeProtocol) // an idle stream cannot be reset (§6.4)
+		}
 		u.onReset(f)
 	case *http2.GoAwayFrame:
 		u.onGoAway(f)
@@ -228,15 +231,30 @@ func (u *upConn) onWindowUpdate(f windowUpdate) error {
 		u.unblock()
 		return nil
 	}
-	if st := u.streams[f.StreamID]; st != nil && !st.req.adjust(inc) {
+	st := u.streams[f.StreamID]
+	if st == nil && u.neverOpened(f.StreamID) {
+		return http2.ConnectionError(http2.ErrCodeProtocol) // an idle stream takes no WINDOW_UPDATE (§5.1)
+	}
+	if st != nil && !st.req.adjust(inc) {
 		return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeFlowControl}
 	}
 	return nil
 }
 
+// neverOpened reports whether a stream ID names a stream the sidecar never
+// opened on this connection: an odd one from nextID on, or an even one (the
+// upstream's own, which only PUSH_PROMISE could reserve, and push is off).
+// A frame on such a stream but PRIORITY is a connection error (§5.1).
+func (u *upConn) neverOpened(id uint32) bool {
+	return id >= u.nextID || id%2 == 0
+}
+
 func (u *upConn) onHeaders(f *http2.MetaHeadersFrame) error {
 	st := u.streams[f.StreamID]
 	if st == nil {
+		if u.neverOpened(f.StreamID) {
+			return http2.ConnectionError(http2.ErrCodeProtocol) // a server opens no stream with HEADERS (§5.1.1)
+		}
 		return nil // reset by us meanwhile
 	}
 	if st.resp.ended {
@@ -288,7 +306,7 @@ func (u *upConn) onData(f *http2.DataFrame) error {
 	st := u.streams[id]
 	if st == nil || st.resp.ended {
 		u.credit(n)
-		if st == nil && id >= u.nextID {
+		if st == nil && u.neverOpened(id) {
 			return http2.ConnectionError(http2.ErrCodeProtocol)
 		}
 		if st == nil {
