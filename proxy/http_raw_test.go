@@ -130,8 +130,9 @@ func TestHTTPLeadingBlankLine(t *testing.T) {
 
 // TestHTTPUpstreamHeadTooLarge: an upstream whose response head runs past
 // maxResponseHeadBytes (header lines without end) fails the call as a bad
-// upstream, 502, instead of the proxy reading it into memory whole. Bytes
-// after the first head (a 103's fields, say) count towards the bound too.
+// upstream, 502, instead of the proxy reading it into memory whole, on the
+// direct path and on net/http's transport (which took 10 MiB). Bytes after
+// the first head (a 103's fields, say) count towards the bound too.
 func TestHTTPUpstreamHeadTooLarge(t *testing.T) {
 	pad := "X-Pad: " + strings.Repeat("a", 1000) + "\r\n"
 	fields := strings.Repeat(pad, 2*maxResponseHeadBytes/len(pad))
@@ -142,26 +143,51 @@ func TestHTTPUpstreamHeadTooLarge(t *testing.T) {
 		"/1xx":     "HTTP/1.1 103 Early Hints\r\n" + half + "\r\nHTTP/1.1 200 OK\r\n" + half + "Content-Length: 2\r\n\r\nok",
 		"/fine":    "HTTP/1.1 200 OK\r\n" + half + "Content-Length: 2\r\n\r\nok",
 	})
-	h := newHarness(t, up, false)
-	for i, path := range []string{"/big", "/chunked", "/1xx", "/fine"} {
-		want := http.StatusBadGateway
-		if path == "/fine" {
-			want = http.StatusOK
-		}
-		res, err := http.Get("http://" + h.addr + path)
-		if err != nil {
-			t.Fatalf("GET %s: no answer: %v", path, err)
-		}
-		io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		if res.StatusCode != want {
-			t.Errorf("GET %s: status %d, want %d", path, res.StatusCode, want)
-		}
-		r := h.waitRecords(i + 1)[i]
-		if want == http.StatusBadGateway && (r.Code != "502" || r.ErrorKind != record.ErrUpstreamUnavailable) {
-			t.Errorf("GET %s: record %q %q, want 502 %q", path, r.Code, r.ErrorKind, record.ErrUpstreamUnavailable)
-		}
+	for _, path := range upstreamPaths {
+		t.Run(path.name, func(t *testing.T) {
+			h := newHarness(t, up, false, path.tweak(up))
+			for i, tc := range []struct {
+				path string
+				want int
+			}{
+				{"/big", http.StatusBadGateway},
+				{"/chunked", http.StatusBadGateway},
+				{"/1xx", http.StatusBadGateway},
+				{"/fine", http.StatusOK},
+			} {
+				res, err := http.Get("http://" + h.addr + tc.path)
+				if err != nil {
+					t.Fatalf("GET %s: no answer: %v", tc.path, err)
+				}
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if res.StatusCode != tc.want {
+					t.Errorf("GET %s: status %d, want %d", tc.path, res.StatusCode, tc.want)
+				}
+				r := h.waitRecords(i + 1)[i]
+				if tc.want == http.StatusBadGateway && (r.Code != "502" || r.ErrorKind != record.ErrUpstreamUnavailable) {
+					t.Errorf("GET %s: record %q %q, want 502 %q", tc.path, r.Code, r.ErrorKind, record.ErrUpstreamUnavailable)
+				}
+			}
+		})
 	}
+}
+
+// upstreamPaths are the two ways an HTTP/1.1 request reaches a clear-text
+// upstream: the direct keep-alive pool (h1.go), which in-memory bodies
+// take, and net/http's transport, which streamed bodies and TLS upstreams
+// take (here every request, the pool being off).
+var upstreamPaths = []struct {
+	name  string
+	tweak func(upstream string) func(*Options)
+}{
+	{"direct", func(string) func(*Options) { return func(*Options) {} }},
+	{"transport", func(string) func(*Options) {
+		return func(o *Options) {
+			tr := NewTransport(TransportOptions{Protocol: UpstreamHTTP1}) // no Addr: no direct path
+			o.Transport, o.UpstreamRTT = tr, tr.RTT
+		}
+	}},
 }
 
 // TestHTTPConnectionNamedFields: fields the Connection header names are

@@ -121,6 +121,9 @@ func NewTransport(o TransportOptions) *Transport {
 		IdleConnTimeout:     o.IdleTimeout,
 		ReadBufferSize:      64 << 10,
 		WriteBufferSize:     64 << 10,
+		// The direct path's bound (h1.go), not net/http's 10 MiB: one
+		// figure for what an upstream's head may cost, whichever path.
+		MaxResponseHeaderBytes: maxResponseHeadBytes,
 		HTTP2: &http.HTTP2Config{
 			SendPingTimeout:               o.KeepAlive,
 			PingTimeout:                   5 * time.Second,
