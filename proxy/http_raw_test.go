@@ -297,3 +297,45 @@ func TestMalformedBody(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPUpstreamLengthRepeats: an upstream answer whose Content-Length
+// repeats one value, as a list or as fields, is that answer (RFC 9110
+// §8.6); values that differ make it a 502. A list was a 502 too. net/http's
+// transport refuses a list: only the direct path, whose head reader is
+// ours, takes it.
+func TestHTTPUpstreamLengthRepeats(t *testing.T) {
+	up := rawHTTPUpstream(t, map[string]string{
+		"/list":          "HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\nok",
+		"/fields":        "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok",
+		"/differ":        "HTTP/1.1 200 OK\r\nContent-Length: 2, 3\r\n\r\nok",
+		"/differ-fields": "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok",
+	})
+	for _, path := range upstreamPaths {
+		t.Run(path.name, func(t *testing.T) {
+			h := newHarness(t, up, false, path.tweak(up))
+			list := http.StatusBadGateway
+			if path.name == "direct" {
+				list = http.StatusOK
+			}
+			for _, tc := range []struct {
+				path string
+				want int
+			}{
+				{"/list", list},
+				{"/fields", http.StatusOK},
+				{"/differ", http.StatusBadGateway},
+				{"/differ-fields", http.StatusBadGateway},
+			} {
+				res, err := http.Get("http://" + h.addr + tc.path)
+				if err != nil {
+					t.Fatalf("GET %s: no answer: %v", tc.path, err)
+				}
+				b, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				if res.StatusCode != tc.want || (tc.want == http.StatusOK && (string(b) != "ok" || res.ContentLength != 2)) {
+					t.Errorf("GET %s: %d %q length %d, want %d", tc.path, res.StatusCode, b, res.ContentLength, tc.want)
+				}
+			}
+		})
+	}
+}

@@ -123,9 +123,12 @@ func plainHost(host string) bool {
 // larger than br's buffer, anything malformed — is left unread and handed
 // to http.ReadResponse, whose answer and error are returned as they are.
 // The fields are net/http's, except that the fast path does not turn a
-// Pragma: no-cache into a Cache-Control the upstream never sent, and that a
+// Pragma: no-cache into a Cache-Control the upstream never sent, that a
 // Connection field saying close is kept (net/http drops it): the fields it
-// names are hop-by-hop too, and a proxy must drop them (RFC 9110 §7.6.1).
+// names are hop-by-hop too, and a proxy must drop them (RFC 9110 §7.6.1),
+// and that a Content-Length listing one value more than once ("5, 5") is
+// taken as that value (RFC 9110 §8.6), where net/http refuses it; both only
+// when the head fits br's buffer.
 // net/http's reader takes a head of any size: the caller bounds it by what
 // br's reader lets through (as net/http's transport does).
 func ReadResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
@@ -134,7 +137,7 @@ func ReadResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 			return res, nil
 		}
 	}
-	conn := connectionField(peekHead(br))
+	conn := prepareHead(peekHead(br))
 	res, err := http.ReadResponse(br, req)
 	if err == nil && conn != nil && res.Header["Connection"] == nil {
 		res.Header["Connection"] = conn
@@ -142,9 +145,12 @@ func ReadResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 	return res, err
 }
 
-// connectionField returns the values of a buffered head's Connection
-// fields, nil when it has none.
-func connectionField(head []byte) []string {
+// prepareHead readies a buffered head for net/http's reader: it returns
+// the values of its Connection fields, nil when it has none, and blanks
+// out, in place, the repeats of a Content-Length listing one value more
+// than once, which net/http would refuse; differing values stay for it to
+// refuse.
+func prepareHead(head []byte) []string {
 	var vals []string
 	for len(head) > 0 {
 		line := head
@@ -154,11 +160,34 @@ func connectionField(head []byte) []string {
 			head = nil
 		}
 		name, value, ok := bytes.Cut(line, []byte(":"))
-		if ok && bytes.EqualFold(name, []byte("Connection")) {
+		switch {
+		case !ok:
+		case bytes.EqualFold(name, []byte("Connection")):
 			vals = append(vals, strings.Trim(string(value), " \t\r"))
+		case bytes.EqualFold(name, []byte("Content-Length")):
+			collapseList(value)
 		}
 	}
 	return vals
+}
+
+// collapseList turns a field value listing one element more than once
+// ("5, 5") into that element followed by spaces, which readers trim.
+func collapseList(value []byte) {
+	v := bytes.TrimRight(value, " \t\r")
+	first, rest, list := bytes.Cut(v, []byte(","))
+	if !list {
+		return
+	}
+	first = bytes.Trim(first, " \t")
+	for _, e := range bytes.Split(rest, []byte(",")) {
+		if !bytes.Equal(bytes.Trim(e, " \t"), first) || len(first) == 0 {
+			return
+		}
+	}
+	for i := bytes.IndexByte(v, ','); i < len(v); i++ {
+		v[i] = ' '
+	}
 }
 
 // maxResponseFields bounds the fields of a head the fast path takes.

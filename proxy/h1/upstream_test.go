@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -18,13 +19,18 @@ import (
 // compareResponses fails t when ours differs from net/http's reading of
 // the same bytes, bodies included; ours may keep a Pragma net/http would
 // have turned into a Cache-Control, and a Connection saying close that
-// net/http drops.
+// net/http drops; where ours takes a Content-Length list of one value
+// net/http refuses, ours is net/http's reading of the bytes with the list
+// made that value.
 func compareResponses(t *testing.T, raw []byte, method string) {
 	t.Helper()
 	req := &http.Request{Method: method}
-	br := bufio.NewReaderSize(bytes.NewReader(raw), 4096)
+	br := bufio.NewReaderSize(bytes.NewReader(bytes.Clone(raw)), 4096)
 	ours, oursErr := ReadResponse(br, req)
 	ref, refErr := http.ReadResponse(bufio.NewReaderSize(bytes.NewReader(raw), 4096), req)
+	if oursErr == nil && refErr != nil {
+		ref, refErr = http.ReadResponse(bufio.NewReaderSize(bytes.NewReader(oneLength(raw)), 4096), req)
+	}
 	if (oursErr == nil) != (refErr == nil) {
 		t.Fatalf("%q: error %v, net/http's %v", raw, oursErr, refErr)
 	}
@@ -52,6 +58,23 @@ func compareResponses(t *testing.T, raw []byte, method string) {
 	}
 }
 
+// lengthList is a Content-Length field listing values.
+var lengthList = regexp.MustCompile(`(?im)^(content-length:[ \t]*)([^,\r\n]*?)[ \t]*((?:,[^,\r\n]*)+?)[ \t]*(\r?)$`)
+
+// oneLength returns raw with each Content-Length list whose elements are
+// all the same made that one element.
+func oneLength(raw []byte) []byte {
+	return lengthList.ReplaceAllFunc(raw, func(m []byte) []byte {
+		g := lengthList.FindSubmatch(m)
+		for _, e := range bytes.Split(g[3][1:], []byte(",")) {
+			if string(bytes.Trim(e, " \t")) != string(g[2]) || len(g[2]) == 0 {
+				return m
+			}
+		}
+		return slices.Concat(g[1], g[2], g[4])
+	})
+}
+
 func TestReadResponse(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -74,6 +97,12 @@ func TestReadResponse(t *testing.T) {
 		{"304", "HTTP/1.1 304 Not Modified\r\n\r\n", "GET", false},
 		{"HTTP/1.0", "HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\nx", "GET", false},
 		{"conflicting lengths", "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nxx", "GET", false},
+		{"length list", "HTTP/1.1 200 OK\r\nContent-Length: 1, 1\r\n\r\nx", "GET", false},
+		{"length list, repeated", "HTTP/1.1 200 OK\r\nContent-Length: 1,1 ,\t1\r\nContent-Length: 1\r\n\r\nx", "GET", false},
+		{"length list, HEAD", "HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\n", "HEAD", false},
+		{"length list, 1xx first", "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 1, 1\r\n\r\nx", "GET", false},
+		{"conflicting length list", "HTTP/1.1 200 OK\r\nContent-Length: 1, 2\r\n\r\nxx", "GET", false},
+		{"length list, empty element", "HTTP/1.1 200 OK\r\nContent-Length: 1, , 1\r\n\r\nx", "GET", false},
 		{"bad length", "HTTP/1.1 200 OK\r\nContent-Length: 1x\r\n\r\nx", "GET", false},
 		{"bad code", "HTTP/1.1 2000 OK\r\nContent-Length: 1\r\n\r\nx", "GET", false},
 		{"folded", "HTTP/1.1 200 OK\r\nX: a\r\n b\r\nContent-Length: 1\r\n\r\nx", "GET", false},
@@ -90,6 +119,44 @@ func TestReadResponse(t *testing.T) {
 				t.Errorf("fast path %v, want %v", fast, tt.fast)
 			}
 		})
+	}
+}
+
+// TestReadResponseLengthList: a Content-Length listing one value more than
+// once is that value (RFC 9110 §8.6), whichever reader takes the head;
+// values that differ are refused. net/http refuses any list.
+func TestReadResponseLengthList(t *testing.T) {
+	for _, tc := range []struct {
+		raw, method string
+		ok          bool
+	}{
+		{"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\nok", "GET", true},
+		{"HTTP/1.1 200 OK\r\nContent-Length: 2,2\r\nContent-Length: 2 , 2\r\n\r\nok", "POST", true},
+		{"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\n", "HEAD", true},
+		{"HTTP/1.0 200 OK\r\nContent-Length: 2, 2\r\n\r\nok", "GET", true},
+		{"HTTP/1.1 200 OK\r\nContent-Length: 2, 3\r\n\r\nok", "GET", false},
+		{"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\nContent-Length: 3\r\n\r\nok", "GET", false},
+		{"HTTP/1.1 200 OK\r\nContent-Length: 2,\r\n\r\nok", "GET", false},
+	} {
+		res, err := ReadResponse(bufio.NewReader(strings.NewReader(tc.raw)), &http.Request{Method: tc.method})
+		if !tc.ok {
+			if err == nil {
+				t.Errorf("%q: accepted, length %d", tc.raw, res.ContentLength)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q %s: %v", tc.raw, tc.method, err)
+			continue
+		}
+		b, err := io.ReadAll(res.Body)
+		wantBody := "ok"
+		if tc.method == "HEAD" {
+			wantBody = ""
+		}
+		if err != nil || res.ContentLength != 2 || !slices.Equal(res.Header["Content-Length"], []string{"2"}) || string(b) != wantBody {
+			t.Errorf("%q %s: length %d, Content-Length %q, body %q %v", tc.raw, tc.method, res.ContentLength, res.Header["Content-Length"], b, err)
+		}
 	}
 }
 
