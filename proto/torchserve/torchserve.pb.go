@@ -15,6 +15,7 @@
 package torchserve
 
 import (
+	status "google.golang.org/genproto/googleapis/rpc/status"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -179,9 +180,12 @@ func (x *PredictionsRequest) GetSequenceId() string {
 }
 
 type PredictionResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Prediction    []byte                 `protobuf:"bytes,1,opt,name=prediction,proto3" json:"prediction,omitempty"`
-	SequenceId    *string                `protobuf:"bytes,2,opt,name=sequence_id,json=sequenceId,proto3,oneof" json:"sequence_id,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Prediction []byte                 `protobuf:"bytes,1,opt,name=prediction,proto3" json:"prediction,omitempty"`
+	SequenceId *string                `protobuf:"bytes,2,opt,name=sequence_id,json=sequenceId,proto3,oneof" json:"sequence_id,omitempty"`
+	// Error information for StreamPredictions2: a code other than 0 fails
+	// the request the response answers.
+	Status        *status.Status `protobuf:"bytes,3,opt,name=status,proto3,oneof" json:"status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -230,11 +234,18 @@ func (x *PredictionResponse) GetSequenceId() string {
 	return ""
 }
 
+func (x *PredictionResponse) GetStatus() *status.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 var File_torchserve_torchserve_proto protoreflect.FileDescriptor
 
 const file_torchserve_torchserve_proto_rawDesc = "" +
 	"\n" +
-	"\x1btorchserve/torchserve.proto\x12 org.pytorch.serve.grpc.inference\"\r\n" +
+	"\x1btorchserve/torchserve.proto\x12 org.pytorch.serve.grpc.inference\x1a\x17google/rpc/status.proto\"\r\n" +
 	"\vPingRequest\"2\n" +
 	"\x18TorchServeHealthResponse\x12\x16\n" +
 	"\x06health\x18\x01 \x01(\tR\x06health\"\x9f\x02\n" +
@@ -249,14 +260,16 @@ const file_torchserve_torchserve_proto_rawDesc = "" +
 	"InputEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01B\x0e\n" +
-	"\f_sequence_id\"j\n" +
+	"\f_sequence_id\"\xa6\x01\n" +
 	"\x12PredictionResponse\x12\x1e\n" +
 	"\n" +
 	"prediction\x18\x01 \x01(\fR\n" +
 	"prediction\x12$\n" +
 	"\vsequence_id\x18\x02 \x01(\tH\x00R\n" +
-	"sequenceId\x88\x01\x01B\x0e\n" +
-	"\f_sequence_id2\x97\x04\n" +
+	"sequenceId\x88\x01\x01\x12/\n" +
+	"\x06status\x18\x03 \x01(\v2\x12.google.rpc.StatusH\x01R\x06status\x88\x01\x01B\x0e\n" +
+	"\f_sequence_idB\t\n" +
+	"\a_status2\x97\x04\n" +
 	"\x14InferenceAPIsService\x12s\n" +
 	"\x04Ping\x12-.org.pytorch.serve.grpc.inference.PingRequest\x1a:.org.pytorch.serve.grpc.inference.TorchServeHealthResponse\"\x00\x12{\n" +
 	"\vPredictions\x124.org.pytorch.serve.grpc.inference.PredictionsRequest\x1a4.org.pytorch.serve.grpc.inference.PredictionResponse\"\x00\x12\x83\x01\n" +
@@ -282,22 +295,24 @@ var file_torchserve_torchserve_proto_goTypes = []any{
 	(*PredictionsRequest)(nil),       // 2: org.pytorch.serve.grpc.inference.PredictionsRequest
 	(*PredictionResponse)(nil),       // 3: org.pytorch.serve.grpc.inference.PredictionResponse
 	nil,                              // 4: org.pytorch.serve.grpc.inference.PredictionsRequest.InputEntry
+	(*status.Status)(nil),            // 5: google.rpc.Status
 }
 var file_torchserve_torchserve_proto_depIdxs = []int32{
 	4, // 0: org.pytorch.serve.grpc.inference.PredictionsRequest.input:type_name -> org.pytorch.serve.grpc.inference.PredictionsRequest.InputEntry
-	0, // 1: org.pytorch.serve.grpc.inference.InferenceAPIsService.Ping:input_type -> org.pytorch.serve.grpc.inference.PingRequest
-	2, // 2: org.pytorch.serve.grpc.inference.InferenceAPIsService.Predictions:input_type -> org.pytorch.serve.grpc.inference.PredictionsRequest
-	2, // 3: org.pytorch.serve.grpc.inference.InferenceAPIsService.StreamPredictions:input_type -> org.pytorch.serve.grpc.inference.PredictionsRequest
-	2, // 4: org.pytorch.serve.grpc.inference.InferenceAPIsService.StreamPredictions2:input_type -> org.pytorch.serve.grpc.inference.PredictionsRequest
-	1, // 5: org.pytorch.serve.grpc.inference.InferenceAPIsService.Ping:output_type -> org.pytorch.serve.grpc.inference.TorchServeHealthResponse
-	3, // 6: org.pytorch.serve.grpc.inference.InferenceAPIsService.Predictions:output_type -> org.pytorch.serve.grpc.inference.PredictionResponse
-	3, // 7: org.pytorch.serve.grpc.inference.InferenceAPIsService.StreamPredictions:output_type -> org.pytorch.serve.grpc.inference.PredictionResponse
-	3, // 8: org.pytorch.serve.grpc.inference.InferenceAPIsService.StreamPredictions2:output_type -> org.pytorch.serve.grpc.inference.PredictionResponse
-	5, // [5:9] is the sub-list for method output_type
-	1, // [1:5] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	5, // 1: org.pytorch.serve.grpc.inference.PredictionResponse.status:type_name -> google.rpc.Status
+	0, // 2: org.pytorch.serve.grpc.inference.InferenceAPIsService.Ping:input_type -> org.pytorch.serve.grpc.inference.PingRequest
+	2, // 3: org.pytorch.serve.grpc.inference.InferenceAPIsService.Predictions:input_type -> org.pytorch.serve.grpc.inference.PredictionsRequest
+	2, // 4: org.pytorch.serve.grpc.inference.InferenceAPIsService.StreamPredictions:input_type -> org.pytorch.serve.grpc.inference.PredictionsRequest
+	2, // 5: org.pytorch.serve.grpc.inference.InferenceAPIsService.StreamPredictions2:input_type -> org.pytorch.serve.grpc.inference.PredictionsRequest
+	1, // 6: org.pytorch.serve.grpc.inference.InferenceAPIsService.Ping:output_type -> org.pytorch.serve.grpc.inference.TorchServeHealthResponse
+	3, // 7: org.pytorch.serve.grpc.inference.InferenceAPIsService.Predictions:output_type -> org.pytorch.serve.grpc.inference.PredictionResponse
+	3, // 8: org.pytorch.serve.grpc.inference.InferenceAPIsService.StreamPredictions:output_type -> org.pytorch.serve.grpc.inference.PredictionResponse
+	3, // 9: org.pytorch.serve.grpc.inference.InferenceAPIsService.StreamPredictions2:output_type -> org.pytorch.serve.grpc.inference.PredictionResponse
+	6, // [6:10] is the sub-list for method output_type
+	2, // [2:6] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_torchserve_torchserve_proto_init() }
