@@ -11,13 +11,16 @@ import (
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/inferwatch/inferwatch/inferapi"
 	"github.com/inferwatch/inferwatch/metricset"
 	"github.com/inferwatch/inferwatch/proto/inference"
+	"github.com/inferwatch/inferwatch/proto/torchserve"
 	"github.com/inferwatch/inferwatch/record"
 	"github.com/inferwatch/inferwatch/tracing"
 )
@@ -597,6 +600,39 @@ func TestStreamInferRequestsMatched(t *testing.T) {
 		if r.ID != want.id || r.Responses != want.responses || !r.Final || r.FirstResponse <= r.Arrived || r.LastResponse < r.FirstResponse {
 			t.Errorf("request %d: %+v, want id %q with %d responses, final", i, r, want.id, want.responses)
 		}
+	}
+}
+
+// TestStreamPredictionsRequestsMatched: TorchServe's StreamPredictions2
+// through ext_proc, a request answered before the next is sent: each
+// request gets its responses (TorchServe sends no final flag), and the
+// response whose status is INTERNAL fails its request.
+func TestStreamPredictionsRequestsMatched(t *testing.T) {
+	req := func(id string) []byte {
+		return frame(&torchserve.PredictionsRequest{ModelName: "llm", Input: map[string][]byte{"prompt": []byte("hi")}, SequenceId: proto.String(id)})
+	}
+	resp := func(id string, code int32) []byte {
+		return frame(&torchserve.PredictionResponse{Prediction: []byte("tok"), SequenceId: proto.String(id), Status: &rpcstatus.Status{Code: code}})
+	}
+	h := newHarness(t, Options{}, nil)
+	exchange(t, h, []*extprocv3.ProcessingRequest{
+		reqHeaders(headers(false, ":method", "POST", ":path", "/org.pytorch.serve.grpc.inference.InferenceAPIsService/StreamPredictions2", "content-type", "application/grpc", "te", "trailers")),
+		reqBody(req("a"), false),
+		respHeaders(headers(false, ":status", "200", "content-type", "application/grpc")),
+		respBody(append(resp("a", 0), resp("a", 0)...), false),
+		reqBody(req("b"), true),
+		respBody(resp("b", 13), false),
+		respTrailers("grpc-status", "0"),
+	})
+	c := h.col.wait(t, 1)
+	if len(c.StreamRequests) != 2 || c.Model != "llm" || !c.Stream {
+		t.Fatalf("model %q stream %v, stream requests %+v", c.Model, c.Stream, c.StreamRequests)
+	}
+	if r := c.StreamRequests[0]; r.ID != "a" || r.Responses != 2 || r.Gaps.Count != 1 || r.Error || r.FirstResponse <= r.Arrived {
+		t.Errorf("request a: %+v, want 2 responses", r)
+	}
+	if r := c.StreamRequests[1]; r.ID != "b" || r.Responses != 0 || !r.Error {
+		t.Errorf("request b: %+v, want failed without responses", r)
 	}
 }
 

@@ -68,7 +68,7 @@ type stream struct {
 	reqCap, respCap   *callcap.Prefix
 	reqHdr, respHdr   http.Header             // what the deferred HTTP decode reads
 	sse               *inferapi.EventTimer    // a generative route's event stream
-	stream            *inferapi.StreamTracker // ModelStreamInfer's requests and responses
+	stream            *inferapi.StreamTracker // a followed stream's requests and responses (Route.TracksStream)
 
 	grpcStatus, httpStatus string
 	attrGRPC, attrHTTP     string
@@ -211,9 +211,7 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders, attrs map[string]*str
 		}
 		st.respScan = scanners.Get().(*inferapi.GRPCScanner)
 		st.respScan.Reset(st.route.Reply, o.MaxMessageBytes)
-		if st.route.Method == inferapi.MethodStreamInfer {
-			st.stream = inferapi.WatchStream(st.start, st.reqScan, st.respScan)
-		}
+		st.stream = inferapi.WatchStream(st.route, st.start, st.reqScan, st.respScan)
 	} else {
 		c.Protocol = record.ProtocolHTTP
 		st.route = inferapi.HTTPRoute(method, path, o.APIHint)

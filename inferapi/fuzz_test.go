@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/inferwatch/inferwatch/proto/inference"
@@ -368,9 +369,11 @@ func FuzzSSE(f *testing.F) {
 	})
 }
 
-// FuzzStreamHeads: the per-message readers of ModelStreamInfer take any
-// bytes, whole or cut anywhere, without a panic; a real message's id and
-// final flag come back from any head long enough to hold them.
+// FuzzStreamHeads: the per-message readers of ModelStreamInfer and of
+// TorchServe's StreamPredictions take any bytes, whole or cut anywhere,
+// without a panic; a real message's id and final flag (TorchServe: its
+// failed status) come back from any head long enough to hold them, and a
+// TorchServe head cut anywhere yields the id whole or none.
 func FuzzStreamHeads(f *testing.F) {
 	res, _ := proto.Marshal(&inference.ModelStreamInferResponse{InferResponse: &inference.ModelInferResponse{
 		Id: "r1", Parameters: map[string]*inference.InferParameter{FinalResponseParam: {ParameterChoice: &inference.InferParameter_BoolParam{BoolParam: true}}},
@@ -379,10 +382,16 @@ func FuzzStreamHeads(f *testing.F) {
 	f.Add(res, "r1", true)
 	f.Add(req, "r1", false)
 	f.Add([]byte{0x0a, 0x05, 'o', 'o', 'p', 's'}, "", false)
+	tsReq, _ := proto.Marshal(&torchserve.PredictionsRequest{ModelName: "m", Input: map[string][]byte{"prompt": []byte("hi")}, SequenceId: proto.String("s1")})
+	tsRes, _ := proto.Marshal(&torchserve.PredictionResponse{Prediction: []byte("tok"), SequenceId: proto.String("s1"), Status: &status.Status{Code: 13, Message: "failed"}})
+	f.Add(tsReq, "s1", false)
+	f.Add(tsRes, "s1", true)
 	f.Fuzz(func(t *testing.T, b []byte, id string, final bool) {
 		for cut := range len(b) + 1 {
 			InferRequestHead(b[:cut])
 			StreamResponseHead(b[:cut])
+			PredictionsRequestHead(b[:cut])
+			PredictionResponseHead(b[:cut])
 		}
 		if len(id) > maxID {
 			return
@@ -399,6 +408,29 @@ func FuzzStreamHeads(f *testing.F) {
 		q, _ := proto.Marshal(&inference.ModelInferRequest{ModelName: "m", Id: id, RawInputContents: [][]byte{b}})
 		if h := InferRequestHead(q); h.ID != id {
 			t.Fatalf("request head id %q, want %q", h.ID, id)
+		}
+
+		var code int32
+		if final {
+			code = 13 // INTERNAL: TorchServe's failed request
+		}
+		tq, _ := proto.Marshal(&torchserve.PredictionsRequest{ModelName: "m", Input: map[string][]byte{"in": b}, SequenceId: &id})
+		tr, _ := proto.Marshal(&torchserve.PredictionResponse{Prediction: b, SequenceId: &id, Status: &status.Status{Code: code, Message: "m"}})
+		if h := PredictionsRequestHead(tq); h.ID != id {
+			t.Fatalf("TorchServe request head id %q, want %q", h.ID, id)
+		}
+		if h := PredictionResponseHead(tr); h.ID != id || h.Error != final || h.Final {
+			t.Fatalf("TorchServe response head %+v, want id %q failed %v", h, id, final)
+		}
+		for cut := range len(tq) {
+			if h := PredictionsRequestHead(tq[:cut]); h.ID != "" && h.ID != id {
+				t.Fatalf("TorchServe request cut at %d: id %q, want %q or none", cut, h.ID, id)
+			}
+		}
+		for cut := range len(tr) {
+			if h := PredictionResponseHead(tr[:cut]); h.ID != "" && h.ID != id || h.Error && !final {
+				t.Fatalf("TorchServe response cut at %d: %+v, want id %q or none, failed %v at most", cut, h, id, final)
+			}
 		}
 	})
 }

@@ -98,6 +98,11 @@ func inferResponseHead(b []byte, h *StreamHead) {
 // field cut by the end of b is given what is there) until fn returns false
 // or b ends or breaks.
 func walkFields(b []byte, fn func(num protowire.Number, typ protowire.Type, v []byte) bool) {
+	walkCut(b, func(num protowire.Number, typ protowire.Type, v []byte, _ bool) bool { return fn(num, typ, v) })
+}
+
+// walkCut is walkFields telling fn whether the field is cut by the end of b.
+func walkCut(b []byte, fn func(num protowire.Number, typ protowire.Type, v []byte, cut bool) bool) {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -119,7 +124,7 @@ func walkFields(b []byte, fn func(num protowire.Number, typ protowire.Type, v []
 			}
 			b = b[m:]
 			if l > uint64(len(b)) {
-				fn(num, typ, b) // cut: what the head holds
+				fn(num, typ, b, true) // cut: what the head holds
 				return
 			}
 			v, b = b[:l], b[l:]
@@ -132,7 +137,7 @@ func walkFields(b []byte, fn func(num protowire.Number, typ protowire.Type, v []
 		default:
 			return // groups: KServe never sends them
 		}
-		if !fn(num, typ, v) {
+		if !fn(num, typ, v, false) {
 			return
 		}
 	}

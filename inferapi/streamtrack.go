@@ -8,15 +8,21 @@ import (
 	"github.com/inferwatch/inferwatch/record"
 )
 
-// StreamTracker follows the requests of a ModelStreamInfer stream (Triton's
+// StreamTracker follows the requests of an inference stream and matches
+// each response to its request by id: KServe's ModelStreamInfer (Triton's
 // decoupled models: any number of responses per request, several requests
-// in flight on one stream) and matches each response to its request by id,
-// for every front that scans gRPC (the proxy on both planes, ext_proc).
-// The scanners hand it the first headBytes of every message as the message
-// ends, on the forwarding path: it reads a few protobuf fields there and
-// keeps times, nothing else.
+// in flight on one stream) and TorchServe's StreamPredictions (one request,
+// its answer streamed) and StreamPredictions2 (a stream of requests, each
+// answered by one or more responses). Every front follows streams with it:
+// the proxy on both planes and ext_proc hand it the first headBytes of
+// every message as the message ends, on the forwarding path (it reads a
+// few protobuf fields there and keeps times, nothing else); the gRPC
+// interceptors, which see decoded messages, feed it by hand.
 type StreamTracker struct {
 	start time.Time
+	// noFinal: responses carry no final flag (TorchServe), so no request
+	// is ever closed and match places responses without an id otherwise.
+	noFinal bool
 
 	mu      sync.Mutex // the request and response sides run on different goroutines on the stdlib plane
 	reqs    []record.StreamRequest
@@ -24,24 +30,56 @@ type StreamTracker struct {
 }
 
 // headBytes is how much of each stream message is read for its id, error
-// and final flag: they precede the tensors.
+// and final flag: KServe's precede the tensors, TorchServe's request id
+// follows its input.
 const headBytes = 1024
 
-// WatchStream attaches a tracker to a ModelStreamInfer call's scanners;
-// start is the call's, which its times count from.
-func WatchStream(start time.Time, req, resp *GRPCScanner) *StreamTracker {
-	t := NewStreamTracker(start)
-	req.Heads(headBytes, func(head []byte, _ bool) { t.Request(InferRequestHead(head).ID) })
+// streamHeads says whether a route's stream is followed and how its
+// messages' heads are read: the one place that decides it for every front.
+func streamHeads(r Route) (req, resp func([]byte) StreamHead, noFinal bool) {
+	switch r.Method {
+	case MethodStreamInfer:
+		return InferRequestHead, StreamResponseHead, false
+	case MethodStreamPredict:
+		return PredictionsRequestHead, PredictionResponseHead, true
+	}
+	return nil, nil, false
+}
+
+// TracksStream says whether the route's requests and responses are
+// followed message by message (NewStreamTracker, WatchStream).
+func (r Route) TracksStream() bool {
+	req, _, _ := streamHeads(r)
+	return req != nil
+}
+
+// WatchStream attaches a tracker to a stream call's scanners, when the
+// route is one that is followed (nil otherwise); start is the call's,
+// which its times count from.
+func WatchStream(r Route, start time.Time, req, resp *GRPCScanner) *StreamTracker {
+	reqHead, respHead, noFinal := streamHeads(r)
+	if reqHead == nil {
+		return nil
+	}
+	t := &StreamTracker{start: start, noFinal: noFinal}
+	req.Heads(headBytes, func(head []byte, _ bool) { t.Request(reqHead(head).ID) })
 	resp.Heads(headBytes, func(head []byte, _ bool) {
-		h := StreamResponseHead(head)
+		h := respHead(head)
 		t.Response(h.ID, h.Final, h.Error)
 	})
 	return t
 }
 
 // NewStreamTracker is a tracker fed by hand, by a front that sees the
-// decoded messages (the gRPC interceptors); start is the call's.
-func NewStreamTracker(start time.Time) *StreamTracker { return &StreamTracker{start: start} }
+// decoded messages (the gRPC interceptors), for a route that is followed
+// (nil otherwise); start is the call's.
+func NewStreamTracker(r Route, start time.Time) *StreamTracker {
+	if !r.TracksStream() {
+		return nil
+	}
+	_, _, noFinal := streamHeads(r)
+	return &StreamTracker{start: start, noFinal: noFinal}
+}
 
 // Request notes a request message with its id, arrived now. The id is kept
 // to its first maxID bytes, as InferRequestHead reads it, whoever calls:
@@ -60,8 +98,9 @@ func (t *StreamTracker) Request(id string) {
 
 // Response notes a response message, arrived now: the request id it
 // answers, whether it is that request's final one (triton_final_response)
-// and whether it carries an error message (then it marks the request
-// failed and is not counted as one of its responses).
+// and whether it carries an error (ModelStreamInfer's error_message, a
+// TorchServe status other than OK: then it marks the request failed and is
+// not counted as one of its responses).
 func (t *StreamTracker) Response(id string, final, failed bool) {
 	at := time.Since(t.start)
 	id = clipIDString(id) // compared with the requests' clipped ids
@@ -72,7 +111,7 @@ func (t *StreamTracker) Response(id string, final, failed bool) {
 		return // a request past the bound, or a response to nothing
 	}
 	if failed {
-		// An error message is no output: it fails the request, and the
+		// An error is no output: it fails the request, and the
 		// request's latencies and token count keep to what it generated,
 		// as an event stream's error event is no token either.
 		r.Error, r.Final = true, r.Final || final
@@ -90,7 +129,11 @@ func (t *StreamTracker) Response(id string, final, failed bool) {
 
 // match finds the request a response belongs to: the newest request with
 // its id that has not had its final response; without an id (or an id no
-// request had: an error answer, say), the oldest one still open.
+// request had: an error answer, say), the oldest one still open. Without
+// final flags (noFinal) every request stays open, so an id-less response
+// goes to the oldest request not answered yet (requests sent ahead are
+// answered in turn), else to the newest (in the usual send, read the
+// answer, send the next pattern, the one still being answered).
 func (t *StreamTracker) match(id string) *record.StreamRequest {
 	if id != "" {
 		for i := len(t.reqs) - 1; i >= 0; i-- {
@@ -98,6 +141,20 @@ func (t *StreamTracker) match(id string) *record.StreamRequest {
 				return r
 			}
 		}
+	}
+	if t.noFinal {
+		var newest *record.StreamRequest
+		for i := range t.reqs {
+			r := &t.reqs[i]
+			if id != "" && r.ID != "" {
+				continue // another request's answer
+			}
+			if r.Responses == 0 && !r.Error {
+				return r
+			}
+			newest = r
+		}
+		return newest
 	}
 	for i := range t.reqs {
 		if r := &t.reqs[i]; !r.Final && (id == "" || r.ID == "" || r.Responses == 0) {

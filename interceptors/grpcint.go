@@ -165,7 +165,7 @@ func (r *Recorder) StreamServerInterceptor() grpc.StreamServerInterceptor {
 		c.Stream = true
 		c.UpstreamStart = 1
 		r.serverTrace(ss.Context(), c)
-		w := &serverStream{ServerStream: ss, c: c, rt: rt, t: trackStream(c)}
+		w := &serverStream{ServerStream: ss, c: c, rt: rt, t: trackStream(c, rt)}
 		defer r.endOnPanic(ss.Context(), c)
 		err := handler(srv, w)
 		if c.RequestEnd == 0 {
@@ -189,11 +189,11 @@ type serverStream struct {
 
 // trackStream follows a ModelStreamInfer call's requests and the responses
 // to each, as the sidecar does from the bytes; nil for other calls.
-func trackStream(c *record.Call) *inferapi.StreamTracker {
+func trackStream(c *record.Call, rt inferapi.Route) *inferapi.StreamTracker {
 	if c.Method != inferapi.MethodStreamInfer {
 		return nil
 	}
-	return inferapi.NewStreamTracker(c.Start)
+	return inferapi.NewStreamTracker(rt, c.Start)
 }
 
 func trackRequest(t *inferapi.StreamTracker, m any) {
@@ -296,7 +296,7 @@ func (r *Recorder) StreamClientInterceptor() grpc.StreamClientInterceptor {
 			r.end(ctx, c, err, true)
 			return nil, err
 		}
-		s := &clientStream{ClientStream: cs, r: r, c: c, rt: rt, ctx: ctx, t: trackStream(c), oneResponse: !desc.ServerStreams}
+		s := &clientStream{ClientStream: cs, r: r, c: c, rt: rt, ctx: ctx, t: trackStream(c, rt), oneResponse: !desc.ServerStreams}
 		s.mu.Lock()
 		s.stop = context.AfterFunc(ctx, s.cancelled)
 		s.mu.Unlock()

@@ -32,7 +32,8 @@ var rateBuckets = func() []float64 {
 // finishReasons are the finish_reason values kept as label values; any
 // other is "other" (the value comes from the server and must stay bounded).
 // "error" is a generation that failed mid-stream (record.LLM.Error), as
-// for a ModelStreamInfer request answered with error_message.
+// for a ModelStreamInfer request answered with error_message (or a
+// TorchServe one with a failed status).
 var finishReasons = map[string]bool{"stop": true, "length": true, "tool_calls": true, "content_filter": true, "function_call": true, "error": true}
 
 // llmSeries are the LLM metrics of one model and version, made on the first
@@ -97,18 +98,19 @@ func (s *Set) llmOf(x *series) *llmSeries {
 }
 
 // observeStreamRequests updates the LLM metrics from the requests of a
-// ModelStreamInfer stream, each a generation of its own: its first
-// response is its first token (counted from the request's arrival), the
-// gaps between its responses the inter-token latency, its responses the
-// output tokens (source="events": a decoupled model may put several
-// tokens in one response).
+// ModelStreamInfer or TorchServe StreamPredictions stream, each a
+// generation of its own: its first response is its first token (counted
+// from the request's arrival), the gaps between its responses the
+// inter-token latency, its responses the output tokens (source="events": a
+// decoupled model may put several tokens in one response).
 func (s *Set) observeStreamRequests(x *series, reqs []record.StreamRequest) {
 	l := s.llmOf(x)
 	for i := range reqs {
 		r := &reqs[i]
 		if r.Error {
-			// A response carried error_message: the generation failed,
-			// though the stream (and so the call's code) went on.
+			// A response carried error_message (TorchServe: a failed
+			// status): the generation failed, though the stream (and so
+			// the call's code) went on.
 			s.set.GetOrCreateCounter(labelString("inferwatch_llm_finish_total", "model", l.model, "version", l.version, "reason", "error")).Inc()
 		}
 		if r.Responses == 0 {

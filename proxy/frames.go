@@ -39,7 +39,7 @@ type frameCall struct {
 	timeout    time.Duration // grpc-timeout as sent
 	grpcStatus string
 	respErr    error
-	stream     *inferapi.StreamTracker // ModelStreamInfer only
+	stream     *inferapi.StreamTracker // streams followed message by message only (Route.TracksStream)
 	sse        *inferapi.EventTimer    // a generative route's event stream over HTTP/2
 }
 
@@ -75,9 +75,7 @@ func (h *Handler) Open(start time.Time, fields []hpack.HeaderField) (h2.Watcher,
 		}
 		fc.respScan = new(inferapi.GRPCScanner)
 		fc.respScan.Reset(fc.route.Reply, h.o.MaxMessageBytes)
-		if fc.route.Method == inferapi.MethodStreamInfer {
-			fc.stream = inferapi.WatchStream(start, fc.reqScan, fc.respScan)
-		}
+		fc.stream = inferapi.WatchStream(fc.route, start, fc.reqScan, fc.respScan)
 		if d, ok := parseGRPCTimeout(timeout); ok {
 			fc.deadline, fc.timeout = start.Add(d), d
 		}

@@ -93,7 +93,7 @@ type call struct {
 	failed   error                   // upstream broke after the response began
 	deadline time.Time               // from grpc-timeout; zero when none
 	timeout  time.Duration           // grpc-timeout as sent
-	stream   *inferapi.StreamTracker // ModelStreamInfer only
+	stream   *inferapi.StreamTracker // streams followed message by message only (Route.TracksStream)
 	tunnelUp int64                   // bytes the client sent over its upgraded connection
 }
 
@@ -124,9 +124,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		cl.respScan = new(inferapi.GRPCScanner)
 		cl.respScan.Reset(respKind, h.o.MaxMessageBytes)
-		if cl.route.Method == inferapi.MethodStreamInfer {
-			cl.stream = inferapi.WatchStream(start, cl.body.scan, cl.respScan)
-		}
+		cl.stream = inferapi.WatchStream(cl.route, start, cl.body.scan, cl.respScan)
 	} else if cl.route.ReadsBody() && h.o.CaptureBytes > 0 {
 		cl.body.capture = &capture{max: h.o.CaptureBytes, budget: &h.budget}
 		cl.respCap = &capture{max: h.o.CaptureBytes, budget: &h.budget}

@@ -63,18 +63,19 @@ func (g *Gaps) Add(d time.Duration) {
 	g.Max = max(g.Max, d)
 }
 
-// StreamRequest is one request of a bidirectional inference stream (Triton's
-// ModelStreamInfer, decoupled models) and the responses matched to it by
-// id. Offsets are from the call's Start.
+// StreamRequest is one request of an inference stream (Triton's
+// ModelStreamInfer, decoupled models; TorchServe's StreamPredictions and
+// StreamPredictions2) and the responses matched to it by id (TorchServe's
+// sequenceId). Offsets are from the call's Start.
 type StreamRequest struct {
 	ID            string
 	Arrived       time.Duration // the request message read from the client
 	FirstResponse time.Duration // its first response read from the upstream
 	LastResponse  time.Duration
-	Responses     int  // output responses: one with error_message is not counted
+	Responses     int  // output responses: a failed one (Error) is not counted
 	Gaps          Gaps // between its responses
-	Final         bool // a response carried triton_final_response
-	Error         bool // a response carried error_message
+	Final         bool // a response carried triton_final_response (TorchServe has no such flag)
+	Error         bool // a response carried error_message, or a TorchServe status other than OK
 }
 
 // MaxStreamRequests bounds the requests a stream's record describes; more

@@ -161,9 +161,9 @@ type Call struct {
 	// LLM holds a generative call's token timing (OpenAI-compatible
 	// streams and completions); nil for other calls.
 	LLM *LLM
-	// StreamRequests are the requests of a ModelStreamInfer stream with the
-	// responses matched to each (at most MaxStreamRequests; the rest are
-	// counted in StreamRequestsDropped).
+	// StreamRequests are the requests of a ModelStreamInfer or TorchServe
+	// StreamPredictions stream with the responses matched to each (at most
+	// MaxStreamRequests; the rest are counted in StreamRequestsDropped).
 	StreamRequests        []StreamRequest
 	StreamRequestsDropped int
 
