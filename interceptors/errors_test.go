@@ -7,12 +7,15 @@ import (
 	"testing"
 	"time"
 
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/inferwatch/inferwatch/proto/inference"
+	"github.com/inferwatch/inferwatch/proto/torchserve"
 	"github.com/inferwatch/inferwatch/record"
 )
 
@@ -210,6 +213,100 @@ func TestStreamInterceptorsMatchStreamRequests(t *testing.T) {
 		for i, id := range []string{"a", "b"} {
 			if r := reqs[i]; r.ID != id || r.Responses != 2 || !r.Final || r.Error || r.LastResponse < r.FirstResponse || r.FirstResponse < r.Arrived {
 				t.Errorf("%s: request %d: %+v", side, i, r)
+			}
+		}
+	}
+}
+
+// tsStreamModel is a TorchServe LLM on StreamPredictions2: each request
+// gets two responses echoing its sequenceId, or, for sequenceId "bad", one
+// whose status is INTERNAL.
+type tsStreamModel struct {
+	torchserve.UnimplementedInferenceAPIsServiceServer
+}
+
+func (tsStreamModel) StreamPredictions2(s grpc.BidiStreamingServer[torchserve.PredictionsRequest, torchserve.PredictionResponse]) error {
+	for {
+		r, err := s.Recv()
+		if err != nil {
+			return nil // io.EOF: the client is done
+		}
+		if r.GetSequenceId() == "bad" {
+			if err := s.Send(&torchserve.PredictionResponse{SequenceId: r.SequenceId, Status: &rpcstatus.Status{Code: int32(codes.Internal), Message: "worker died"}}); err != nil {
+				return err
+			}
+			continue
+		}
+		for i := range 2 {
+			if err := s.Send(&torchserve.PredictionResponse{Prediction: []byte{byte(i)}, SequenceId: r.SequenceId, Status: &rpcstatus.Status{}}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// TestStreamInterceptorsMatchStreamPredictions: both stream interceptors
+// follow TorchServe's StreamPredictions2 (read through reflection, by field
+// number) as the sidecar does: each request's responses, a status other
+// than OK failing its request, and a request without sequenceId matched
+// as the one being answered.
+func TestStreamInterceptorsMatchStreamPredictions(t *testing.T) {
+	srvRec, srvCol := newRecorder(t)
+	cliRec, cliCol := newRecorder(t)
+	g := grpc.NewServer(grpc.StreamInterceptor(srvRec.StreamServerInterceptor()))
+	torchserve.RegisterInferenceAPIsServiceServer(g, tsStreamModel{})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(l)
+	t.Cleanup(g.Stop)
+	cc, err := grpc.NewClient(l.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithStreamInterceptor(cliRec.StreamClientInterceptor()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	s, err := torchserve.NewInferenceAPIsServiceClient(cc).StreamPredictions2(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []*string{proto.String("a"), proto.String("bad"), nil} {
+		if err := s.Send(&torchserve.PredictionsRequest{ModelName: "llm", SequenceId: id}); err != nil {
+			t.Fatal(err)
+		}
+		n := 2
+		if id != nil && *id == "bad" {
+			n = 1
+		}
+		for range n {
+			if _, err := s.Recv(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s.CloseSend()
+	if _, err := s.Recv(); err == nil {
+		t.Fatal("a response after the last")
+	}
+	g.GracefulStop()
+	srvRec.Close(context.Background())
+	cliRec.Close(context.Background())
+	for side, col := range map[string]*collector{"server": srvCol, "client": cliCol} {
+		recs := col.all()
+		if len(recs) != 1 {
+			t.Fatalf("%s: %d records", side, len(recs))
+		}
+		reqs := recs[0].StreamRequests
+		if len(reqs) != 3 {
+			t.Fatalf("%s: stream requests %+v", side, reqs)
+		}
+		for i, w := range []struct {
+			id        string
+			responses int
+			failed    bool
+		}{{"a", 2, false}, {"bad", 0, true}, {"", 2, false}} {
+			if r := reqs[i]; r.ID != w.id || r.Responses != w.responses || r.Error != w.failed || r.Final || r.LastResponse < r.FirstResponse || r.Responses > 0 && r.FirstResponse < r.Arrived {
+				t.Errorf("%s: request %d: %+v, want id %q, %d responses, failed %v", side, i, r, w.id, w.responses, w.failed)
 			}
 		}
 	}

@@ -47,6 +47,11 @@ const (
 	tsModel   = 1 // PredictionsRequest.model_name (management requests' too)
 	tsVersion = 2 // PredictionsRequest.model_version
 	tsInput   = 3 // PredictionsRequest.input, a map<string, bytes>
+
+	tsRequestSeqID  = 4 // PredictionsRequest.sequenceId
+	tsResponseSeqID = 2 // PredictionResponse.sequenceId
+	tsStatus        = 3 // PredictionResponse.status, a google.rpc.Status
+	statusCode      = 1 // google.rpc.Status.code
 )
 
 // fillFirst records what the first message m of one direction of a call

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/inferwatch/inferwatch/inferapi"
 	"github.com/inferwatch/inferwatch/proto/inference"
@@ -184,31 +185,52 @@ type serverStream struct {
 	grpc.ServerStream
 	c  *record.Call
 	rt inferapi.Route
-	t  *inferapi.StreamTracker // ModelStreamInfer only
+	t  *inferapi.StreamTracker // streams followed message by message only (Route.TracksStream)
 }
 
-// trackStream follows a ModelStreamInfer call's requests and the responses
-// to each, as the sidecar does from the bytes; nil for other calls.
+// trackStream follows a stream's requests and the responses to each, as
+// the sidecar does from the bytes, for the routes it follows
+// (inferapi.Route.TracksStream); nil for other calls.
 func trackStream(c *record.Call, rt inferapi.Route) *inferapi.StreamTracker {
-	if c.Method != inferapi.MethodStreamInfer {
-		return nil
-	}
 	return inferapi.NewStreamTracker(rt, c.Start)
 }
 
 func trackRequest(t *inferapi.StreamTracker, m any) {
-	if mr, ok := m.(*inference.ModelInferRequest); ok && t != nil {
+	if t == nil {
+		return
+	}
+	switch mr := m.(type) {
+	case *inference.ModelInferRequest:
 		t.Request(mr.GetId())
+	case proto.Message: // TorchServe's PredictionsRequest
+		if msg := mr.ProtoReflect(); msg != nil && msg.IsValid() {
+			t.Request(text(msg, tsRequestSeqID))
+		} else {
+			t.Request("")
+		}
 	}
 }
 
 func trackResponse(t *inferapi.StreamTracker, m any) {
-	mr, ok := m.(*inference.ModelStreamInferResponse)
-	if !ok || t == nil {
+	if t == nil {
 		return
 	}
-	ir := mr.GetInferResponse()
-	t.Response(ir.GetId(), ir.GetParameters()[inferapi.FinalResponseParam].GetBoolParam(), mr.GetErrorMessage() != "")
+	switch mr := m.(type) {
+	case *inference.ModelStreamInferResponse:
+		ir := mr.GetInferResponse()
+		t.Response(ir.GetId(), ir.GetParameters()[inferapi.FinalResponseParam].GetBoolParam(), mr.GetErrorMessage() != "")
+	case proto.Message: // TorchServe's PredictionResponse: no final flag
+		id, failed := "", false
+		if msg := mr.ProtoReflect(); msg != nil && msg.IsValid() {
+			id = text(msg, tsResponseSeqID)
+			if st := subMessage(msg, tsStatus); st != nil {
+				if fd := singular(st, statusCode, protoreflect.Int32Kind); fd != nil {
+					failed = st.Get(fd).Int() != 0
+				}
+			}
+		}
+		t.Response(id, false, failed)
+	}
 }
 
 func (s *serverStream) RecvMsg(m any) error {
@@ -310,7 +332,7 @@ type clientStream struct {
 	c   *record.Call
 	rt  inferapi.Route
 	ctx context.Context
-	t   *inferapi.StreamTracker // ModelStreamInfer only
+	t   *inferapi.StreamTracker // streams followed message by message only (Route.TracksStream)
 	// oneResponse: the method does not stream responses; grpc-go ends the
 	// call when RecvMsg returns its one response, and a caller (generated
 	// CloseAndRecv) calls RecvMsg no more.
