@@ -1,6 +1,7 @@
 package inferapi
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -431,6 +432,28 @@ func FuzzStreamHeads(f *testing.F) {
 			if h := PredictionResponseHead(tr[:cut]); h.ID != "" && h.ID != id || h.Error && !final {
 				t.Fatalf("TorchServe response cut at %d: %+v, want id %q or none, failed %v at most", cut, h, id, final)
 			}
+		}
+	})
+}
+
+// FuzzHeadFields: the fields HeadFields hands over of any bytes are the
+// same however the stream is cut into chunks, and for a valid message
+// they are what the protobuf runtime's wire functions read.
+func FuzzHeadFields(f *testing.F) {
+	tsReq, _ := proto.Marshal(&torchserve.PredictionsRequest{ModelName: "m", Input: map[string][]byte{"prompt": make([]byte, 2000)}, SequenceId: proto.String("s1")})
+	tsRes, _ := proto.Marshal(&torchserve.PredictionResponse{Prediction: make([]byte, 300), SequenceId: proto.String("s1"), Status: &status.Status{Code: 13, Message: "failed"}})
+	f.Add(tsReq, uint64(1<<4), uint16(1024), []byte{7})
+	f.Add(tsRes, uint64(1<<2|1<<3), uint16(1024), []byte{0, 200})
+	f.Add([]byte{0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, ^uint64(0), uint16(40), []byte{})
+	f.Fuzz(func(t *testing.T, b []byte, want uint64, max uint16, sizes []byte) {
+		stream := frame(false, b)
+		whole, wholeOK := heads(stream, want, int(max), nil)
+		chunked, chunkedOK := heads(stream, want, int(max), sizes)
+		if len(whole) != 1 || !reflect.DeepEqual(whole, chunked) || !slices.Equal(wholeOK, chunkedOK) {
+			t.Fatalf("heads %q (whole %v), chunked %q (whole %v)", whole, wholeOK, chunked, chunkedOK)
+		}
+		if ref, refWhole, ok := pickRef(b, want, int(max)); ok && (!bytes.Equal(whole[0], ref) || wholeOK[0] != refWhole) {
+			t.Fatalf("head %q (whole %v), want %q (whole %v)", whole[0], wholeOK[0], ref, refWhole)
 		}
 	})
 }

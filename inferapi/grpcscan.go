@@ -161,6 +161,7 @@ type GRPCScanner struct {
 	headMax int
 	headFn  func(head []byte, whole bool)
 	head    []byte
+	pick    *fieldPick // HeadFields: picked fields instead of the first bytes
 
 	// Capture of the first message.
 	captureMax int
@@ -195,7 +196,7 @@ func (s *GRPCScanner) Capture(max int, reserve func(n int64) bool) {
 // head is copied into a buffer the scanner reuses; fn must not keep it.
 // Compressed messages are not shown. Reset clears the request.
 func (s *GRPCScanner) Heads(max int, fn func(head []byte, whole bool)) {
-	s.headMax, s.headFn = max, fn
+	s.headMax, s.headFn, s.pick = max, fn, nil
 }
 
 // Captured returns the first message's body when Capture asked for it and it
@@ -254,7 +255,11 @@ func (s *GRPCScanner) Feed(p []byte) error {
 		if s.capturing {
 			s.captured = append(s.captured, chunk...)
 		}
-		if s.headFn != nil && len(s.head) < s.headMax {
+		if s.pick != nil {
+			if s.prefix[0] == 0 { // a compressed message's head is not shown
+				s.pick.feed(chunk)
+			}
+		} else if s.headFn != nil && len(s.head) < s.headMax {
 			s.head = append(s.head, chunk[:min(len(chunk), s.headMax-len(s.head))]...)
 		}
 		if s.scan {
@@ -279,6 +284,9 @@ func (s *GRPCScanner) begin() error {
 	}
 	s.inBody, s.size, s.pos = true, size, 0
 	s.head = s.head[:0]
+	if s.pick != nil {
+		s.pick.reset()
+	}
 	switch flag {
 	case 0:
 	case 1:
@@ -339,7 +347,11 @@ func (s *GRPCScanner) finish() {
 		s.fields(nil) // closes the levels that end with the message, or fails
 	}
 	if s.headFn != nil && s.prefix[0] == 0 { // a compressed message's head says nothing
-		s.headFn(s.head, s.size <= int64(s.headMax))
+		if p := s.pick; p != nil {
+			s.headFn(p.out, p.state == pTag && p.vbytes == 0 && !p.skipped)
+		} else {
+			s.headFn(s.head, s.size <= int64(s.headMax))
+		}
 	}
 	s.messages++
 	s.inBody, s.nprefix, s.scan, s.capturing = false, 0, false, false

@@ -11,10 +11,11 @@ const (
 	fStatusCode      = 1 // google.rpc.Status.code
 )
 
-// PredictionsRequestHead reads the sequenceId from the front of a
-// TorchServe PredictionsRequest. The id follows the input map, so a head
-// cut before it (a request of more than about 1 KiB) yields none, and an id
-// the head cuts is not read either: a prefix of it would match no response.
+// PredictionsRequestHead reads the sequenceId of a TorchServe
+// PredictionsRequest from its head. The id follows the input map, so the
+// proxy's scanners hand over the fields read (GRPCScanner.HeadFields), not
+// the message's first bytes; from bytes cut before the id there is none,
+// and an id cut is not read either: a prefix would match no response.
 func PredictionsRequestHead(b []byte) StreamHead {
 	var h StreamHead
 	walkCut(b, func(num protowire.Number, typ protowire.Type, v []byte, cut bool) bool {
@@ -27,7 +28,7 @@ func PredictionsRequestHead(b []byte) StreamHead {
 	return h
 }
 
-// PredictionResponseHead reads the front of a TorchServe PredictionResponse:
+// PredictionResponseHead reads the head of a TorchServe PredictionResponse:
 // its sequenceId (when the head holds it whole, as for requests), and
 // whether its status carries a code other than OK (0), which is how
 // StreamPredictions2 answers a request that failed. TorchServe has no final

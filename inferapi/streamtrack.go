@@ -30,41 +30,57 @@ type StreamTracker struct {
 }
 
 // headBytes is how much of each stream message is read for its id, error
-// and final flag: KServe's precede the tensors, TorchServe's request id
-// follows its input.
+// and final flag: KServe's precede the tensors.
 const headBytes = 1024
 
-// streamHeads says whether a route's stream is followed and how its
-// messages' heads are read: the one place that decides it for every front.
-func streamHeads(r Route) (req, resp func([]byte) StreamHead, noFinal bool) {
+// streamReading is how a followed stream's messages are read.
+type streamReading struct {
+	req, resp func([]byte) StreamHead
+	// reqFields, respFields: when not 0, the head is these top-level
+	// fields only (GRPCScanner.HeadFields), not the first headBytes:
+	// TorchServe's ids follow the request's input and the response's
+	// prediction, which may be any size.
+	reqFields, respFields uint64
+	noFinal               bool
+}
+
+// streamHeads says whether a route's stream is followed (req not nil) and
+// how its messages' heads are read: the one place that decides it for
+// every front.
+func streamHeads(r Route) streamReading {
 	switch r.Method {
 	case MethodStreamInfer:
-		return InferRequestHead, StreamResponseHead, false
+		return streamReading{req: InferRequestHead, resp: StreamResponseHead}
 	case MethodStreamPredict:
-		return PredictionsRequestHead, PredictionResponseHead, true
+		return streamReading{req: PredictionsRequestHead, resp: PredictionResponseHead,
+			reqFields: 1 << fTSRequestSeqID, respFields: 1<<fTSResponseSeqID | 1<<fTSStatus, noFinal: true}
 	}
-	return nil, nil, false
+	return streamReading{}
 }
 
 // TracksStream says whether the route's requests and responses are
 // followed message by message (NewStreamTracker, WatchStream).
-func (r Route) TracksStream() bool {
-	req, _, _ := streamHeads(r)
-	return req != nil
-}
+func (r Route) TracksStream() bool { return streamHeads(r).req != nil }
 
 // WatchStream attaches a tracker to a stream call's scanners, when the
 // route is one that is followed (nil otherwise); start is the call's,
 // which its times count from.
 func WatchStream(r Route, start time.Time, req, resp *GRPCScanner) *StreamTracker {
-	reqHead, respHead, noFinal := streamHeads(r)
-	if reqHead == nil {
+	sr := streamHeads(r)
+	if sr.req == nil {
 		return nil
 	}
-	t := &StreamTracker{start: start, noFinal: noFinal}
-	req.Heads(headBytes, func(head []byte, _ bool) { t.Request(reqHead(head).ID) })
-	resp.Heads(headBytes, func(head []byte, _ bool) {
-		h := respHead(head)
+	t := &StreamTracker{start: start, noFinal: sr.noFinal}
+	heads := func(s *GRPCScanner, fields uint64, fn func(head []byte, whole bool)) {
+		if fields != 0 {
+			s.HeadFields(fields, headBytes, fn)
+		} else {
+			s.Heads(headBytes, fn)
+		}
+	}
+	heads(req, sr.reqFields, func(head []byte, _ bool) { t.Request(sr.req(head).ID) })
+	heads(resp, sr.respFields, func(head []byte, _ bool) {
+		h := sr.resp(head)
 		t.Response(h.ID, h.Final, h.Error)
 	})
 	return t
@@ -77,8 +93,7 @@ func NewStreamTracker(r Route, start time.Time) *StreamTracker {
 	if !r.TracksStream() {
 		return nil
 	}
-	_, _, noFinal := streamHeads(r)
-	return &StreamTracker{start: start, noFinal: noFinal}
+	return &StreamTracker{start: start, noFinal: streamHeads(r).noFinal}
 }
 
 // Request notes a request message with its id, arrived now. The id is kept

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/inferwatch/inferwatch/proto/torchserve"
@@ -171,8 +172,9 @@ func TestWatchStreamRoutes(t *testing.T) {
 	resp.Reset(r.Reply, 0)
 	tr := WatchStream(r, time.Now(), &req, &resp)
 	a, b := proto.String("a"), proto.String("b")
-	// Request a's input is over the head: its id is not read, and its
-	// answers (with the id) go to it as the oldest request without one.
+	// Request a's id follows 3000 input bytes, a response's id 3000 bytes
+	// of prediction, request b's failure a long message: the scanners
+	// hand over the fields read, wherever they are.
 	feed := func(s *GRPCScanner, m []byte) {
 		f := frame(false, m)
 		for i := range f { // a byte at a time: heads span chunks
@@ -182,19 +184,100 @@ func TestWatchStreamRoutes(t *testing.T) {
 		}
 	}
 	feed(&req, tsRequest(t, a, 3000))
-	feed(&resp, tsResponse(t, "x", a, nil))
-	feed(&resp, tsResponse(t, "y", a, nil))
+	feed(&resp, tsResponse(t, string(bytes.Repeat([]byte("x"), 3000)), a, nil))
 	feed(&req, tsRequest(t, b, 10))
-	feed(&resp, tsResponse(t, "", b, &status.Status{Code: 13, Message: "internal"}))
+	feed(&resp, tsResponse(t, "y", a, nil))
+	feed(&resp, tsResponse(t, "", b, &status.Status{Code: 13, Message: string(bytes.Repeat([]byte("e"), 3000))}))
 	var c record.Call
 	tr.Fill(&c)
 	if len(c.StreamRequests) != 2 {
 		t.Fatalf("%d requests, want 2", len(c.StreamRequests))
 	}
-	if r := c.StreamRequests[0]; r.ID != "" || r.Responses != 2 || r.Error {
-		t.Errorf("request a: %+v, want no id read, 2 responses", r)
+	if r := c.StreamRequests[0]; r.ID != "a" || r.Responses != 2 || r.Error {
+		t.Errorf("request a: %+v, want 2 responses", r)
 	}
 	if r := c.StreamRequests[1]; r.ID != "b" || r.Responses != 0 || !r.Error {
 		t.Errorf("request b: %+v, want failed without responses", r)
+	}
+}
+
+// pickRef is what HeadFields hands over of a valid message b, read with
+// the protobuf runtime's wire functions: the fields in want re-encoded,
+// contents clipped to pickKeep, while they fit max.
+func pickRef(b []byte, want uint64, max int) (out []byte, whole, ok bool) {
+	whole = true
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || typ == protowire.StartGroupType || typ == protowire.EndGroupType {
+			return nil, false, false
+		}
+		b = b[n:]
+		m := protowire.ConsumeFieldValue(num, typ, b)
+		if m < 0 {
+			return nil, false, false
+		}
+		if num < 64 && want&(1<<num) != 0 {
+			if len(out)+2*varintMax+pickKeep > max {
+				whole = false
+			} else if typ == protowire.BytesType {
+				v, _ := protowire.ConsumeBytes(b)
+				v = v[:min(len(v), pickKeep)]
+				out = protowire.AppendBytes(protowire.AppendTag(out, num, typ), v)
+			} else {
+				out = append(protowire.AppendTag(out, num, typ), b[:m]...)
+			}
+		}
+		b = b[m:]
+	}
+	return out, whole, true
+}
+
+// heads runs a scanner with HeadFields over a stream fed in chunks of the
+// given sizes (cycled; all at once when none) and returns each head.
+func heads(stream []byte, want uint64, max int, sizes []byte) (got [][]byte, whole []bool) {
+	var s GRPCScanner
+	s.Reset(KindOther, 0)
+	s.HeadFields(want, max, func(h []byte, w bool) {
+		got = append(got, bytes.Clone(h))
+		whole = append(whole, w)
+	})
+	for i := 0; len(stream) > 0; i++ {
+		n := len(stream)
+		if len(sizes) > 0 {
+			n = min(n, int(sizes[i%len(sizes)])+1)
+		}
+		s.Feed(stream[:n])
+		stream = stream[n:]
+	}
+	return got, whole
+}
+
+// TestHeadFields: the picked fields of messages, fed a byte at a time,
+// are the reference's.
+func TestHeadFields(t *testing.T) {
+	seq := proto.String("seq")
+	big := bytes.Repeat([]byte("z"), 5000)
+	for _, tc := range []struct {
+		name    string
+		msg     []byte
+		want    uint64
+		max     int
+		partial bool // a field is left out for max
+	}{
+		{"request id after a large input", tsRequest(t, seq, 5000), 1 << 4, headBytes, false},
+		{"request without id", tsRequest(t, nil, 5000), 1 << 4, headBytes, false},
+		{"response id and status after a large prediction", tsResponse(t, string(big), seq, &status.Status{Code: 13, Message: string(big)}), 1<<2 | 1<<3, headBytes, false},
+		{"varint and fixed fields", protowire.AppendFixed64(protowire.AppendTag(protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), 300), 2, protowire.Fixed64Type), 7), 1<<1 | 1<<2, headBytes, false},
+		{"left out for max", tsResponse(t, "", seq, &status.Status{Code: 13}), 1<<2 | 1<<3, 2*varintMax + pickKeep + 3, true},
+		{"empty message", nil, 1 << 4, headBytes, false},
+	} {
+		ref, refWhole, ok := pickRef(tc.msg, tc.want, tc.max)
+		if !ok || refWhole == tc.partial {
+			t.Fatalf("%s: valid %v, whole %v: not the case the test means", tc.name, ok, refWhole)
+		}
+		got, whole := heads(frame(false, tc.msg), tc.want, tc.max, []byte{0})
+		if len(got) != 1 || !bytes.Equal(got[0], ref) || whole[0] != refWhole {
+			t.Errorf("%s: heads %q (whole %v), want %q (whole %v)", tc.name, got, whole, ref, refWhole)
+		}
 	}
 }

@@ -88,8 +88,7 @@ func TestStreamPredictionsTracked(t *testing.T) {
 		{id: proto.String("a"), tokens: 3},
 		{id: proto.String("bad")},
 		{tokens: 2}, // no sequenceId: matched as the request not yet answered
-		// Its id follows 2000 input bytes, past the head the sidecar
-		// reads: not read, its responses still find it.
+		// Its id follows 2000 input bytes: read all the same.
 		{id: proto.String("c"), tokens: 4, pad: 2000},
 	}
 	st, err := ts.StreamPredictions2(ctx)
@@ -134,7 +133,7 @@ func TestStreamPredictionsTracked(t *testing.T) {
 		Error, Final, TTF bool
 	}
 	for i, want := range [][]req{
-		{{"a", 3, 2, false, false, true}, {"bad", 0, 0, true, false, false}, {"", 2, 1, false, false, true}, {"", 4, 3, false, false, true}},
+		{{"a", 3, 2, false, false, true}, {"bad", 0, 0, true, false, false}, {"", 2, 1, false, false, true}, {"c", 4, 3, false, false, true}},
 		{{"", 5, 4, false, false, true}},
 	} {
 		c := recs[i]
