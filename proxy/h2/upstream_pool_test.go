@@ -1,7 +1,6 @@
 package h2_test
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 
 	"github.com/inferwatch/inferwatch/proxy/h2"
 )
@@ -210,62 +208,24 @@ func TestUpstreamConnectionsBounded(t *testing.T) {
 // GOAWAY takes no new stream and is closed once its last stream is done;
 // the next stream goes to a new connection and is answered.
 func TestUpstreamGoAwayRetiresConnection(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, nc := range conns {
-			nc.Close()
-		}
-	})
-	closed := make(chan int, 4) // the index of each upstream connection the sidecar closed
-	go func() {
-		for i := 0; ; i++ {
-			nc, err := l.Accept()
-			if err != nil {
-				return
+	up, closed := rawUpstreams(t, func(int) []http2.Setting {
+		return []http2.Setting{{ID: http2.SettingMaxConcurrentStreams, Val: 1}}
+	}, func(i int, fr *http2.Framer, f http2.Frame, flush func() error) {
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				fr.WriteSettingsAck()
 			}
-			mu.Lock()
-			conns = append(conns, nc)
-			mu.Unlock()
-			go func() {
-				br := bufio.NewReader(nc)
-				br.Discard(len(http2.ClientPreface))
-				bw := bufio.NewWriter(nc)
-				fr := http2.NewFramer(bw, br)
-				fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-				fr.WriteSettings(http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 1})
-				bw.Flush()
-				for {
-					f, err := fr.ReadFrame()
-					if err != nil {
-						closed <- i
-						return
-					}
-					switch f := f.(type) {
-					case *http2.SettingsFrame:
-						if !f.IsAck() {
-							fr.WriteSettingsAck()
-						}
-					case *http2.MetaHeadersFrame:
-						fr.WriteHeaders(http2.HeadersFrameParam{StreamID: f.StreamID, BlockFragment: hpackBlock(":status", "200"), EndHeaders: true})
-						fr.WriteData(f.StreamID, true, []byte(fmt.Sprintf("conn %d", i)))
-						if i == 0 {
-							fr.WriteGoAway(f.StreamID, http2.ErrCodeNo, nil)
-						}
-					}
-					bw.Flush()
-				}
-			}()
+		case *http2.MetaHeadersFrame:
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: f.StreamID, BlockFragment: hpackBlock(":status", "200"), EndHeaders: true})
+			fr.WriteData(f.StreamID, true, []byte(fmt.Sprintf("conn %d", i)))
+			if i == 0 {
+				fr.WriteGoAway(f.StreamID, http2.ErrCodeNo, nil)
+			}
 		}
-	}()
-	addr, _ := startForwarder(t, l.Addr().String(), nopObserver{})
+		flush()
+	})
+	addr, _ := startForwarder(t, up, nopObserver{})
 	c := dialRaw(t, addr)
 	get := func(id uint32) string {
 		c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.fields(":method", "GET", ":scheme", "http", ":authority", "x", ":path", "/"), EndStream: true, EndHeaders: true})
