@@ -512,30 +512,41 @@ func plan(cfg Config, pod *corev1.Pod) (Outcome, error) {
 }
 
 // windowsOnly says where the pod is bound to Windows nodes: spec.os.name,
-// the nodeSelector, or a required node affinity all of whose terms ask for
-// kubernetes.io/os windows. "" when it may run on Linux.
+// the nodeSelector (kubernetes.io/os, or the deprecated beta.kubernetes.io/os
+// older manifests carry), or a required node affinity all of whose terms
+// rule Linux out (os In a list without linux, or NotIn one with it). ""
+// when it may run on Linux.
 func windowsOnly(pod *corev1.Pod) string {
 	if pod.Spec.OS != nil && pod.Spec.OS.Name == corev1.Windows {
 		return "spec.os.name: windows"
 	}
-	if pod.Spec.NodeSelector[corev1.LabelOSStable] == string(corev1.Windows) {
-		return "nodeSelector " + corev1.LabelOSStable + ": windows"
+	for _, key := range []string{corev1.LabelOSStable, betaOSLabel} {
+		if v := pod.Spec.NodeSelector[key]; v != "" && v != string(corev1.Linux) {
+			return "nodeSelector " + key + ": " + v
+		}
 	}
 	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
 		terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
-		windows := func(t corev1.NodeSelectorTerm) bool {
+		noLinux := func(t corev1.NodeSelectorTerm) bool {
 			return slices.ContainsFunc(t.MatchExpressions, func(r corev1.NodeSelectorRequirement) bool {
-				return r.Key == corev1.LabelOSStable && r.Operator == corev1.NodeSelectorOpIn && len(r.Values) > 0 &&
-					!slices.ContainsFunc(r.Values, func(v string) bool { return v != string(corev1.Windows) })
+				if r.Key != corev1.LabelOSStable && r.Key != betaOSLabel {
+					return false
+				}
+				linux := slices.Contains(r.Values, string(corev1.Linux))
+				return r.Operator == corev1.NodeSelectorOpIn && len(r.Values) > 0 && !linux ||
+					r.Operator == corev1.NodeSelectorOpNotIn && linux
 			})
 		}
 		// Terms are ORed: one that allows Linux lets the pod run there.
-		if len(terms) > 0 && !slices.ContainsFunc(terms, func(t corev1.NodeSelectorTerm) bool { return !windows(t) }) {
-			return "required node affinity " + corev1.LabelOSStable + " in (windows)"
+		if len(terms) > 0 && !slices.ContainsFunc(terms, func(t corev1.NodeSelectorTerm) bool { return !noLinux(t) }) {
+			return "required node affinity rules out kubernetes.io/os linux"
 		}
 	}
 	return ""
 }
+
+// betaOSLabel is kubernetes.io/os's deprecated name, still set on nodes.
+const betaOSLabel = "beta.kubernetes.io/os"
 
 func serverIndex(pod *corev1.Pod, qp int) int {
 	for i, c := range pod.Spec.Containers {

@@ -363,6 +363,14 @@ func TestWindowsPods(t *testing.T) {
 		{"required affinity windows, both terms", func(s *corev1.PodSpec) { s.Affinity = required(osTerm("windows"), osTerm("windows")) }, "skipped", "required node affinity"},
 		{"required affinity windows or linux", func(s *corev1.PodSpec) { s.Affinity = required(osTerm("windows", "linux")) }, "injected", ""},
 		{"required affinity, a term that allows linux", func(s *corev1.PodSpec) { s.Affinity = required(osTerm("windows"), corev1.NodeSelectorTerm{}) }, "injected", ""},
+		{"beta nodeSelector windows", func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{"beta.kubernetes.io/os": "windows"} }, "skipped", "nodeSelector beta.kubernetes.io/os: windows"},
+		{"beta nodeSelector linux", func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{"beta.kubernetes.io/os": "linux"} }, "injected", ""},
+		{"required affinity NotIn linux", func(s *corev1.PodSpec) {
+			s.Affinity = required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelOSStable, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"linux"}}}})
+		}, "skipped", "required node affinity"},
+		{"required affinity NotIn windows", func(s *corev1.PodSpec) {
+			s.Affinity = required(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelOSStable, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"windows"}}}})
+		}, "injected", ""},
 		{"preferred affinity windows", func(s *corev1.PodSpec) {
 			s.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{Weight: 1, Preference: osTerm("windows")}}}}
 		}, "injected", ""},
