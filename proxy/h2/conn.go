@@ -404,7 +404,9 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	uid := up.nextID
 	up.nextID += 2
 	up.streams[uid] = st
-	up.idle.Stop()
+	if len(c.ups) > 1 {
+		up.idle.Stop() // only an extra connection closes when idle: no timer work a call otherwise
+	}
 	st.up = up
 	st.req.dst, st.req.dstID, st.req.sendWin = &up.endpoint, uid, int64(up.peerWindow)
 	st.resp.src, st.resp.srcID, st.resp.recvWin, st.resp.window = &up.endpoint, uid, win, win
@@ -650,7 +652,7 @@ func (c *conn) reap(st *stream) {
 	if u := st.up; u != nil {
 		delete(u.streams, st.req.dstID)
 		u.retireIfDone()
-		if len(u.streams) == 0 && !u.dead {
+		if len(u.streams) == 0 && !u.dead && len(c.ups) > 1 {
 			u.idle.Reset(c.s.o.upstreamIdle)
 		}
 	}
